@@ -1,0 +1,1 @@
+"""Shared core: event loop, metrics, registry, config loading, seeding and errors."""

@@ -1,0 +1,1 @@
+"""Shared RL: one readable PPO with masks and factored heads."""

@@ -1,0 +1,1 @@
+"""Slim Scheduler: a segmented, universally slimmable SlimResNet served on heterogeneous servers."""

@@ -1,0 +1,1 @@
+"""Tail-latency aware placement of inference pods by predicted P90 latency."""
