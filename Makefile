@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXTRAS := serve,jobs,tail,dev
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,9 +28,6 @@ lint: $(STAMP)
 
 format: $(STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
-
-bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run_all
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
