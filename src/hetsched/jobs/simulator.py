@@ -1,0 +1,495 @@
+"""Event-driven simulation of a GPU cluster replaying a job table under a priority policy.
+
+Mechanism only: the policy orders the queue (:mod:`hetsched.jobs.policies`), the placer chooses
+nodes (:mod:`hetsched.jobs.placement`), and this module moves jobs from waiting to running to
+done on the shared :class:`~hetsched.core.events.EventLoop`. Events are arrivals and completions;
+after all events of one instant, one scheduling pass runs (a lower-priority event at that time).
+
+Queue modes (what happens when the best-ranked waiting job does not fit):
+- ``greedy`` (default, work-conserving): skip it and try the next job in priority order, so one
+  large job never idles the cluster (RLTune's simulator let the chosen job block the queue);
+- ``strict``: stop; nothing behind it starts (RLScheduler's "no backfilling");
+- ``easy``: EASY backfilling (Lifka 1995; paper section 4.1): reserve the earliest start for the
+  blocked head job, then start later jobs only if they cannot delay that reservation.
+
+Run times: a job placed on GPU type ``t`` runs ``run_time_s / speed(t)``. Reservations use the
+requested time (an estimate) scaled the same way, never the true run time unless the ``oracle``
+estimate filled it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from hetsched.core.errors import HetschedError
+from hetsched.core.events import EventLoop
+from hetsched.core.metrics import summarize
+from hetsched.jobs.cluster import Allocation, Cluster, ClusterState
+from hetsched.jobs.history import UsageHistory
+from hetsched.jobs.model import JobTable
+from hetsched.jobs.placement import PLACERS, JobRequest, Placer
+from hetsched.jobs.policies import PriorityPolicy, QueueState
+
+QueueMode = Literal["greedy", "strict", "easy"]
+QUEUE_MODES: tuple[str, ...] = ("greedy", "strict", "easy")
+
+#: Bounded slowdown's threshold (Feitelson): run times under 10 s count as 10 s.
+BSLD_THRESHOLD_S = 10.0
+
+
+class UnrunnableJobError(HetschedError):
+    """A job can never run on the cluster (too many GPUs, an absent GPU type or VC)."""
+
+
+@dataclass
+class SimulationConfig:
+    """Knobs of one simulation.
+
+    Attributes:
+        queue_mode: ``greedy``, ``strict`` or ``easy`` (see the module docstring).
+        placer: Placer name (``pack`` or ``spread``) or an object with ``place``.
+        recompute_interval_s: None = priorities recomputed at every pass; a number = recomputed
+            only every that many seconds (Slurm's ``PriorityCalcPeriod``), new arrivals scored
+            once on arrival.
+        drop_unrunnable: Drop jobs that can never fit (reported in the result) instead of raising.
+        max_passes: Safety limit on scheduling passes (None = unlimited).
+    """
+
+    queue_mode: QueueMode = "greedy"
+    placer: str | Placer = "pack"
+    recompute_interval_s: float | None = None
+    drop_unrunnable: bool = False
+    max_passes: int | None = None
+
+
+@dataclass
+class SimulationResult:
+    """Per-job outcome and cluster-level metrics of one run.
+
+    Per-job arrays follow the simulated table's rows; ``start_s``/``end_s`` are NaN for jobs
+    dropped as unrunnable.
+    """
+
+    jobs: JobTable
+    cluster: Cluster
+    policy: str
+    queue_mode: str
+    start_s: np.ndarray
+    end_s: np.ndarray
+    gpu_type: np.ndarray
+    nodes: np.ndarray
+    utilisation_time_s: np.ndarray
+    utilisation_busy_gpus: np.ndarray
+    reservations: list[tuple[int, float, float]] = field(default_factory=list)
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    passes: int = 0
+
+    @property
+    def finished(self) -> np.ndarray:
+        """Mask of jobs that ran."""
+        return ~np.isnan(self.end_s)
+
+    @property
+    def wait_s(self) -> np.ndarray:
+        """Start minus submit."""
+        return self.start_s - self.jobs.submit_time_s
+
+    @property
+    def run_s(self) -> np.ndarray:
+        """Actual run time (after the GPU type's speed factor)."""
+        return self.end_s - self.start_s
+
+    @property
+    def jct_s(self) -> np.ndarray:
+        """Job completion time: end minus submit."""
+        return self.end_s - self.jobs.submit_time_s
+
+    @property
+    def bounded_slowdown(self) -> np.ndarray:
+        """max(1, (wait + run) / max(run, 10 s)) per job."""
+        run = self.run_s
+        return np.maximum(1.0, (self.wait_s + run) / np.maximum(run, BSLD_THRESHOLD_S))
+
+    @property
+    def makespan_s(self) -> float:
+        """Last completion minus first submission."""
+        done = self.finished
+        if not done.any():
+            return 0.0
+        return float(np.nanmax(self.end_s) - self.jobs.submit_time_s[done].min())
+
+    def gpu_utilisation(self) -> float:
+        """Busy GPU-seconds / (cluster GPUs x makespan), in [0, 1]."""
+        t, busy = self.utilisation_time_s, self.utilisation_busy_gpus
+        span = self.makespan_s
+        if len(t) < 2 or span <= 0:
+            return 0.0
+        area = float(np.sum(busy[:-1] * np.diff(t)))
+        return area / (self.cluster.total_gpus * span)
+
+    def summary(self) -> dict[str, float]:
+        """Mean wait, JCT, bounded slowdown, utilisation (%) and makespan, plus tails."""
+        done = self.finished
+        wait, jct, bsld = summarize(self.wait_s[done]), summarize(self.jct_s[done]), None
+        bsld = summarize(self.bounded_slowdown[done])
+        return {
+            "jobs": int(done.sum()),
+            "dropped": len(self.dropped),
+            "bsld": bsld.mean,
+            "bsld_p90": bsld.p90,
+            "wait_s": wait.mean,
+            "wait_p90_s": wait.p90,
+            "jct_s": jct.mean,
+            "utilisation_pct": 100.0 * self.gpu_utilisation(),
+            "makespan_s": self.makespan_s,
+        }
+
+    def write_csv(self, path: str | Path) -> None:
+        """Per-job rows: id, user, submit, start, end, wait, JCT, bsld, GPUs, type, nodes."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cols = ["job_id", "user", "submit_s", "start_s", "end_s", "wait_s", "jct_s", "bsld"]
+        cols += ["num_gpus", "gpu_type", "nodes"]
+        wait, jct, bsld = self.wait_s, self.jct_s, self.bounded_slowdown
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(cols)
+            for i in range(len(self.jobs)):
+                writer.writerow(
+                    [
+                        self.jobs.id[i],
+                        self.jobs.user[i],
+                        self.jobs.submit_time_s[i],
+                        self.start_s[i],
+                        self.end_s[i],
+                        wait[i],
+                        jct[i],
+                        bsld[i],
+                        self.jobs.num_gpus[i],
+                        self.gpu_type[i],
+                        self.nodes[i],
+                    ]
+                )
+
+    def write_json(self, path: str | Path) -> None:
+        """The summary plus the run's settings as JSON."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "policy": self.policy,
+            "queue_mode": self.queue_mode,
+            "cluster": self.cluster.describe(),
+            "summary": self.summary(),
+            "dropped_job_ids": [str(self.jobs.id[i]) for i in self.dropped],
+        }
+        path.write_text(json.dumps(payload, indent=2))
+
+
+class Simulator:
+    """Replays ``jobs`` on ``cluster`` under ``policy``.
+
+    Args:
+        jobs: The job table; every ``requested_time_s`` must be filled (use
+            :func:`hetsched.jobs.estimates.fill_requested_times`), so no hidden oracle is used.
+        cluster: The cluster (speed factors included).
+        policy: The priority policy.
+        config: Queue mode, placer and options.
+    """
+
+    def __init__(
+        self,
+        jobs: JobTable,
+        cluster: Cluster,
+        policy: PriorityPolicy,
+        config: SimulationConfig | None = None,
+    ) -> None:
+        self.config = config or SimulationConfig()
+        if self.config.queue_mode not in QUEUE_MODES:
+            raise HetschedError(
+                f"unknown queue mode {self.config.queue_mode!r}; known: {', '.join(QUEUE_MODES)}"
+            )
+        missing = np.isnan(jobs.requested_time_s)
+        if missing.any():
+            raise HetschedError(
+                f"{int(missing.sum())} jobs have no requested time (first: {jobs.id[missing][0]});"
+                " fill them with an estimate model (or the explicit 'oracle') before simulating"
+            )
+        self.jobs = jobs
+        self.cluster = cluster
+        self.policy = policy
+        placer = self.config.placer
+        self.placer: Placer = PLACERS.create(placer) if isinstance(placer, str) else placer
+        self.user_codes, _ = jobs.user_codes()
+        self._requests = self._build_requests()
+        self._num_gpus = jobs.num_gpus
+        self._requested = np.maximum(jobs.requested_time_s, 1e-9)
+        self._run = jobs.run_time_s
+
+    # -- set-up ----------------------------------------------------------------------------------
+    def _build_requests(self) -> list[JobRequest]:
+        masks: dict[tuple, np.ndarray] = {}
+        requests = []
+        jobs = self.jobs
+        for i in range(len(jobs)):
+            types, vc = jobs.gpu_types[i], jobs.virtual_cluster[i]
+            key = (types, vc)
+            if key not in masks:
+                masks[key] = self.cluster.type_mask(types) & self.cluster.vc_mask(vc)
+            requests.append(
+                JobRequest(
+                    int(jobs.num_gpus[i]),
+                    float(jobs.cpus[i]),
+                    float(jobs.memory_mib[i]),
+                    masks[key],
+                )
+            )
+        return requests
+
+    def _unrunnable(self) -> np.ndarray:
+        empty = ClusterState(self.cluster)
+        verdict: dict[tuple, bool] = {}
+        bad = []
+        for i, req in enumerate(self._requests):
+            key = (req.num_gpus, req.cpus, req.memory_mib, id(req.eligible))
+            if key not in verdict:
+                verdict[key] = self.placer.place(req, empty) is None
+            if verdict[key]:
+                bad.append(i)
+        return np.array(bad, dtype=np.int64)
+
+    # -- run -------------------------------------------------------------------------------------
+    def run(self) -> SimulationResult:
+        """Simulates until every runnable job has finished.
+
+        Raises:
+            UnrunnableJobError: If a job can never fit and ``drop_unrunnable`` is off.
+        """
+        n = len(self.jobs)
+        dropped = self._unrunnable()
+        if len(dropped) and not self.config.drop_unrunnable:
+            first = int(dropped[0])
+            raise UnrunnableJobError(
+                f"{len(dropped)} jobs can never fit on cluster {self.cluster.name!r} (first:"
+                f" {self.jobs.id[first]} with {self.jobs.num_gpus[first]} GPUs, types"
+                f" {sorted(self.jobs.gpu_types[first] or []) or 'any'}, VC"
+                f" {self.jobs.virtual_cluster[first]}); use drop_unrunnable to skip them"
+            )
+        self._loop = EventLoop(start_s=float(self.jobs.submit_time_s[0]) if n else 0.0)
+        self._state = ClusterState(self.cluster)
+        self._history = UsageHistory(int(self.user_codes.max(initial=-1)) + 1)
+        self._start = np.full(n, np.nan)
+        self._end = np.full(n, np.nan)
+        self._est_end = np.full(n, np.nan)
+        self._alloc: list[Allocation | None] = [None] * n
+        self._queue = np.zeros(0, dtype=np.int64)
+        self._running: set[int] = set()
+        self._scores = np.full(n, np.nan)
+        self._next_refresh_s = -math.inf
+        self._pass_pending = False
+        self._passes = 0
+        self._util_t: list[float] = []
+        self._util_busy: list[int] = []
+        self._reservations: list[tuple[int, float, float]] = []
+        skip = np.zeros(n, dtype=bool)
+        skip[dropped] = True
+        for i in range(n):
+            if not skip[i]:
+                self._loop.schedule(float(self.jobs.submit_time_s[i]), self._arrival(i))
+        self._loop.run()
+        gpu_type = np.empty(n, dtype=object)
+        nodes = np.empty(n, dtype=object)
+        for i, alloc in enumerate(self._alloc):
+            gpu_type[i] = "" if alloc is None else alloc.gpu_type
+            nodes[i] = (
+                ""
+                if alloc is None
+                else ";".join(
+                    f"{self.cluster.nodes[k].name}:{g}"
+                    for k, g in zip(alloc.node_indices, alloc.gpus, strict=True)
+                )
+            )
+        return SimulationResult(
+            jobs=self.jobs,
+            cluster=self.cluster,
+            policy=getattr(self.policy, "name", type(self.policy).__name__),
+            queue_mode=self.config.queue_mode,
+            start_s=self._start,
+            end_s=self._end,
+            gpu_type=gpu_type,
+            nodes=nodes,
+            utilisation_time_s=np.array(self._util_t),
+            utilisation_busy_gpus=np.array(self._util_busy),
+            reservations=self._reservations,
+            dropped=dropped,
+            passes=self._passes,
+        )
+
+    # -- events ----------------------------------------------------------------------------------
+    def _request_pass(self) -> None:
+        if not self._pass_pending:
+            self._pass_pending = True
+            self._loop.schedule(self._loop.now_s(), self._scheduling_pass, priority=1)
+
+    def _arrival(self, index: int):
+        def arrive() -> None:
+            self._queue = np.append(self._queue, index)
+            self._request_pass()
+
+        return arrive
+
+    def _completion(self, index: int):
+        def complete() -> None:
+            now = self._loop.now_s()
+            alloc = self._alloc[index]
+            self._state.release(alloc)
+            self._running.discard(index)
+            self._end[index] = now
+            self._history.record_completion(
+                int(self.user_codes[index]),
+                int(self._num_gpus[index]),
+                now - float(self._start[index]),
+                now,
+            )
+            self._request_pass()
+
+        return complete
+
+    def _start_job(self, index: int, alloc: Allocation) -> None:
+        now = self._loop.now_s()
+        self._state.allocate(alloc)
+        speed = self.cluster.speed_of(alloc.gpu_type) if self._num_gpus[index] > 0 else 1.0
+        self._alloc[index] = alloc
+        self._start[index] = now
+        self._est_end[index] = now + self._requested[index] / speed
+        self._running.add(index)
+        self._loop.schedule(now + self._run[index] / speed, self._completion(index))
+
+    # -- the scheduling pass ---------------------------------------------------------------------
+    def _queue_scores(self, now: float) -> np.ndarray:
+        queue = self._queue
+        interval = self.config.recompute_interval_s
+        if interval is None or now >= self._next_refresh_s:
+            self._scores[queue] = self.policy.score(self._queue_state(queue, now))
+            if interval is not None:
+                self._next_refresh_s = now + interval
+        else:
+            fresh = queue[np.isnan(self._scores[queue])]
+            if len(fresh):
+                self._scores[fresh] = self.policy.score(self._queue_state(fresh, now))
+        return self._scores[queue]
+
+    def _queue_state(self, queue: np.ndarray, now: float) -> QueueState:
+        return QueueState(
+            self.jobs, queue, now, self.cluster, self._state, self._history, self.user_codes
+        )
+
+    def _scheduling_pass(self) -> None:
+        # One pass: order the queue by policy score (ties: submission order), then start jobs in
+        # that order while they fit. What happens at the first job that does not fit depends on
+        # the queue mode: greedy skips it, strict stops, easy reserves it and backfills.
+        self._pass_pending = False
+        self._passes += 1
+        if self.config.max_passes is not None and self._passes > self.config.max_passes:
+            raise HetschedError(f"simulation exceeded {self.config.max_passes} scheduling passes")
+        now = self._loop.now_s()
+        if len(self._queue):
+            scores = self._queue_scores(now)
+            order = self._queue[np.argsort(scores, kind="stable")]
+            started = self._start_in_order(order, now)
+            if started:
+                self._queue = self._queue[~np.isin(self._queue, started)]
+        self._util_t.append(now)
+        self._util_busy.append(self._state.busy_gpus)
+
+    def _start_in_order(self, order: np.ndarray, now: float) -> list[int]:
+        mode = self.config.queue_mode
+        state = self._state
+        free_gpus = int(state.free_gpus.sum())
+        gpus = self._num_gpus
+        started: list[int] = []
+        for position, index in enumerate(order.tolist()):
+            need = int(gpus[index])
+            alloc = None
+            if need <= free_gpus:
+                alloc = self.placer.place(self._requests[index], state)
+            if alloc is not None:
+                self._start_job(index, alloc)
+                started.append(index)
+                free_gpus -= need
+                continue
+            if mode == "strict":
+                break
+            if mode == "easy":
+                started += self._backfill(index, order[position + 1 :], now)
+                break
+            if free_gpus == 0 and not (gpus[order] == 0).any():
+                break
+        return started
+
+    def _reservation(self, head: int, now: float) -> tuple[float, ClusterState]:
+        """Earliest time the head job fits if running jobs end at their estimated ends, and the
+        free resources left at that time once the head's reservation is taken out."""
+        projected = self._state.copy()
+        request = self._requests[head]
+        running = sorted(self._running, key=lambda j: (self._est_end[j], j))
+        shadow = math.inf
+        for position, job in enumerate(running):
+            projected.release(self._alloc[job])
+            end = max(float(self._est_end[job]), now)
+            if position + 1 < len(running) and self._est_end[running[position + 1]] <= end:
+                continue  # release everything that ends at the same instant first
+            alloc = self.placer.place(request, projected)
+            if alloc is not None:
+                projected.allocate(alloc)
+                shadow = end
+                break
+        return shadow, projected
+
+    def _backfill(self, head: int, rest: np.ndarray, now: float) -> list[int]:
+        # EASY (Lifka 1995): the head gets a reservation at the shadow time; a later job may start
+        # now if it fits now and either ends (by its estimate) before the shadow time or only
+        # uses resources still free at the shadow time after the head's reservation ("extra").
+        shadow, extra = self._reservation(head, now)
+        self._reservations.append((head, now, shadow))
+        state = self._state
+        free_gpus = int(state.free_gpus.sum())
+        gpus = self._num_gpus
+        candidates = rest[gpus[rest] <= free_gpus]
+        started: list[int] = []
+        both = None
+        extra_gpus = 0
+        for index in candidates.tolist():
+            need = int(gpus[index])
+            if need > free_gpus:
+                continue
+            request = self._requests[index]
+            alloc = self.placer.place(request, state)
+            if alloc is None:
+                continue
+            speed = self.cluster.speed_of(alloc.gpu_type) if need > 0 else 1.0
+            if now + self._requested[index] / speed > shadow:
+                # Runs past the shadow time: it must fit in what stays free both now and then.
+                if both is None:
+                    both = state.copy()
+                    both.free_gpus = np.minimum(state.free_gpus, extra.free_gpus)
+                    both.free_cpus = np.minimum(state.free_cpus, extra.free_cpus)
+                    both.free_memory_mib = np.minimum(state.free_memory_mib, extra.free_memory_mib)
+                    extra_gpus = int(both.free_gpus.sum())
+                if need > extra_gpus:
+                    continue
+                alloc = self.placer.place(request, both)
+                if alloc is None:
+                    continue
+                extra.allocate(alloc)
+            both = None  # the free resources changed; rebuild the intersection when needed
+            self._start_job(index, alloc)
+            started.append(index)
+            free_gpus -= need
+        return started

@@ -1,0 +1,1 @@
+"""Trace loaders: every supported format to one :class:`~hetsched.jobs.model.JobTable`."""
