@@ -438,17 +438,25 @@ class Simulator:
         free resources left at that time once the head's reservation is taken out."""
         projected = self._state.copy()
         request = self._requests[head]
-        running = sorted(self._running, key=lambda j: (self._est_end[j], j))
+        running = np.fromiter(self._running, dtype=np.int64, count=len(self._running))
+        ends = np.maximum(self._est_end[running], now)
+        order = np.lexsort((running, ends))
+        running, ends = running[order], ends[order]
+        # The head cannot fit before enough GPUs are released on its eligible nodes; a job's
+        # GPU count bounds what its release frees there, so skip straight to that point.
+        free_eligible = int(projected.free_gpus[request.eligible].sum())
+        freed = np.cumsum(self._num_gpus[running])
+        first = int(np.searchsorted(freed, request.num_gpus - free_eligible))
+        projected.release_all([self._alloc[j] for j in running[:first].tolist()])
         shadow = math.inf
-        for position, job in enumerate(running):
-            projected.release(self._alloc[job])
-            end = max(float(self._est_end[job]), now)
-            if position + 1 < len(running) and self._est_end[running[position + 1]] <= end:
+        for position in range(first, len(running)):
+            projected.release(self._alloc[int(running[position])])
+            if position + 1 < len(running) and ends[position + 1] <= ends[position]:
                 continue  # release everything that ends at the same instant first
             alloc = self.placer.place(request, projected)
             if alloc is not None:
                 projected.allocate(alloc)
-                shadow = end
+                shadow = float(ends[position])
                 break
         return shadow, projected
 
@@ -461,7 +469,12 @@ class Simulator:
         state = self._state
         free_gpus = int(state.free_gpus.sum())
         gpus = self._num_gpus
-        candidates = rest[gpus[rest] <= free_gpus]
+        # Vectorised pre-filter (necessary conditions): fits in the free GPU count now, and could
+        # end before the shadow time on the fastest GPU type or fit in the extra GPUs.
+        extra_total = int(extra.free_gpus.sum())
+        fastest = float(self.cluster.type_speed.max())
+        could_end = now + self._requested[rest] / fastest <= shadow
+        candidates = rest[(gpus[rest] <= free_gpus) & (could_end | (gpus[rest] <= extra_total))]
         started: list[int] = []
         both = None
         extra_gpus = 0
