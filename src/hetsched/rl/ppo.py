@@ -173,6 +173,10 @@ class FactoredActorCritic(nn.Module):
         self.policy_head = _layer(width, sum(self.head_sizes), 0.01)
         self.value_head = _layer(width, 1, 1.0)
 
+    def logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """Concatenated logits of all heads (no value): the cheap path for acting only."""
+        return self.policy_head(self.trunk(obs))
+
     def distribution(
         self,
         obs: torch.Tensor,

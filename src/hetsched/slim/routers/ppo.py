@@ -1,0 +1,200 @@
+"""The PPO router (Slim Scheduler section III.B): eq. (1) state, factored heads, checkpoints.
+
+The policy network is :class:`hetsched.rl.FactoredActorCritic`: one shared MLP giving the logits of
+the server, width and group heads and a value (eqs. 2-4). Training (ε-mixed server head, one-step
+returns, clipped PPO: eqs. 5-13) happens in :mod:`hetsched.slim.training` through
+:func:`hetsched.rl.train`; this module turns a :class:`RouterState` into the network's input and a
+sampled action back into a :class:`RoutingDecision`.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from hetsched.core.errors import DataError
+from hetsched.core.seeding import make_rng
+from hetsched.rl import FactoredActorCritic
+from hetsched.slim.routers.base import ROUTERS, Router, RouterState, RoutingDecision
+
+OBS_CLIP = 4.0
+"""Upper bound of every normalised state entry (the env's observation space is [0, OBS_CLIP])."""
+
+
+@dataclass(frozen=True)
+class StateEncoder:
+    """Builds the normalised state vector of Slim eq. (1) and the action mask.
+
+    s_t = [q^fifo, c^done, (q^(i), P^(i), U^(i)) for each server i], normalised as
+    queue lengths → log(1 + q) / log(1 + queue_scale) (heavy bursts stay in range), c^done → the
+    fraction of arrived images completed, P → P / P_max, U → U / 100; all clipped to [0, OBS_CLIP].
+
+    Args:
+        n_servers: N.
+        widths: The width choices (action head 2).
+        group_sizes: The group-size choices (action head 3).
+        queue_scale: The queue length that maps to 1.0.
+    """
+
+    n_servers: int
+    widths: tuple[float, ...]
+    group_sizes: tuple[int, ...]
+    queue_scale: float = 64.0
+
+    @property
+    def obs_dim(self) -> int:
+        """2 global entries + 3 per server."""
+        return 2 + 3 * self.n_servers
+
+    @property
+    def head_sizes(self) -> tuple[int, int, int]:
+        """(servers, widths, group sizes): the factored action of eq. (2)."""
+        return (self.n_servers, len(self.widths), len(self.group_sizes))
+
+    def encode(self, state: RouterState) -> np.ndarray:
+        """The eq. (1) vector for ``state`` as float32."""
+        if len(state.servers) != self.n_servers:
+            raise ValueError(f"state has {len(state.servers)} servers, router {self.n_servers}")
+        log_scale = math.log1p(self.queue_scale)
+        values = [
+            math.log1p(state.fifo_length) / log_scale,
+            state.completed / max(1, state.arrived),
+        ]
+        for server in state.servers:
+            values += [
+                math.log1p(server.queue_length) / log_scale,
+                server.power_w / server.max_power_w,
+                server.utilization_pct / 100.0,
+            ]
+        return np.clip(np.asarray(values, dtype=np.float32), 0.0, OBS_CLIP)
+
+    def mask(self, state: RouterState) -> np.ndarray:
+        """Valid actions: unavailable servers are masked; every width and group size is valid."""
+        servers = [server.available for server in state.servers]
+        if not any(servers):
+            servers = [True] * self.n_servers
+        return np.asarray(servers + [True] * (len(self.widths) + len(self.group_sizes)), dtype=bool)
+
+    def decision(self, action: np.ndarray) -> RoutingDecision:
+        """Maps action indices (server, width index, group index) to a decision."""
+        server, width_index, group_index = (int(a) for a in action)
+        return RoutingDecision(server, self.widths[width_index], self.group_sizes[group_index])
+
+
+def new_policy(
+    encoder: StateEncoder, hidden_sizes: tuple[int, ...] = (64, 64)
+) -> FactoredActorCritic:
+    """A fresh router network for ``encoder``; ε-mixing applies to the server head (eq. 5)."""
+    return FactoredActorCritic(
+        encoder.obs_dim, encoder.head_sizes, hidden_sizes, epsilon_heads=(0,)
+    )
+
+
+def save_router(
+    path: str | Path,
+    policy: FactoredActorCritic,
+    encoder: StateEncoder,
+    hidden_sizes: tuple[int, ...],
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Writes a checkpoint that :class:`PPORouter` can load on its own."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "state_dict": policy.state_dict(),
+            "encoder": asdict(encoder),
+            "hidden_sizes": list(hidden_sizes),
+            "metadata": metadata or {},
+        },
+        path,
+    )
+
+
+def load_router_checkpoint(path: str | Path) -> tuple[FactoredActorCritic, StateEncoder, dict]:
+    """Reads a checkpoint written by :func:`save_router`.
+
+    Raises:
+        DataError: If the file is missing or not a router checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("router checkpoint not found", path=str(path))
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        fields = data["encoder"]
+        encoder = StateEncoder(
+            int(fields["n_servers"]),
+            tuple(float(w) for w in fields["widths"]),
+            tuple(int(g) for g in fields["group_sizes"]),
+            float(fields["queue_scale"]),
+        )
+        policy = new_policy(encoder, tuple(data["hidden_sizes"]))
+        policy.load_state_dict(data["state_dict"])
+    except (KeyError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError) as error:
+        raise DataError(f"not a router checkpoint: {error}", path=str(path)) from None
+    return policy, encoder, dict(data.get("metadata", {}))
+
+
+@ROUTERS.register("ppo")
+class PPORouter(Router):
+    """Routes with a trained PPO policy.
+
+    Args:
+        checkpoint: A file written by :func:`save_router` (or pass ``policy`` and ``encoder``).
+        seed: Seeds the action sampling.
+        greedy: Take each head's most likely action instead of sampling.
+        policy, encoder: An in-memory policy (used right after training).
+        group_size: Accepted for a uniform registry signature; the policy chooses g itself.
+    """
+
+    def __init__(
+        self,
+        checkpoint: str | Path | None = None,
+        *,
+        seed: int = 0,
+        greedy: bool = False,
+        policy: FactoredActorCritic | None = None,
+        encoder: StateEncoder | None = None,
+        group_size: int | None = None,
+    ) -> None:
+        if checkpoint is not None:
+            policy, encoder, self.metadata = load_router_checkpoint(checkpoint)
+        elif policy is None or encoder is None:
+            raise ValueError("PPORouter needs a checkpoint, or both a policy and an encoder")
+        else:
+            self.metadata = {}
+        if group_size is not None and group_size not in encoder.group_sizes:
+            raise ValueError(f"group size {group_size} is not one of {encoder.group_sizes}")
+        self.policy = policy.eval()
+        self.encoder = encoder
+        self.greedy = greedy
+        self._rng = make_rng(seed)
+
+    def decide(self, state: RouterState) -> RoutingDecision:
+        """State build (eq. 1) → forward (eq. 3) → one draw per head (eq. 4).
+
+        Only the logits come from torch; masking and drawing a handful of choices is cheaper in
+        NumPy than building torch distributions (it keeps a decision well under 0.1 ms).
+        """
+        obs = torch.from_numpy(self.encoder.encode(state)).unsqueeze(0)
+        with torch.inference_mode():
+            logits = self.policy.logits(obs)[0].numpy().astype(np.float64)
+        mask = self.encoder.mask(state)
+        action, start = [], 0
+        for size in self.encoder.head_sizes:
+            head = np.where(mask[start : start + size], logits[start : start + size], -np.inf)
+            start += size
+            if self.greedy:
+                action.append(int(np.argmax(head)))
+                continue
+            weights = np.exp(head - head.max())
+            cumulative = np.cumsum(weights)
+            draw = np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right")
+            action.append(int(min(draw, size - 1)))
+        return self.encoder.decision(np.asarray(action))
