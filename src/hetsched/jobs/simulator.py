@@ -347,6 +347,8 @@ class Simulator:
     def _completion(self, index: int):
         def complete() -> None:
             now = self._loop.now_s()
+            if not math.isnan(self._end[index]):
+                raise RuntimeError(f"job {self.jobs.id[index]} finished twice")
             alloc = self._alloc[index]
             self._state.release(alloc)
             self._running.discard(index)

@@ -7,13 +7,15 @@ Columns (1-based): 1 job id, 2 submit, 3 wait, 4 run time, 5 allocated processor
 Mapping: processors become ``num_gpus`` (slots of a homogeneous pool; see
 :func:`hetsched.jobs.cluster.homogeneous_pool`), requested processors first and allocated ones
 when the request is missing; the requested time stays NaN when missing (an estimate model fills
-it). Jobs with a non-positive run time or size are excluded and counted, as RLScheduler does.
+it). The header's ``MaxProcs``/``MaxNodes`` gives the trace's cluster (a pool of that many
+slots). Jobs with a non-positive run time or size are excluded and counted, as RLScheduler does.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from hetsched.jobs.cluster import homogeneous_pool
 from hetsched.jobs.model import Job
 from hetsched.jobs.traces.common import RowReader, Trace, numbered_lines
 
@@ -24,9 +26,15 @@ def load_swf(path: str | Path, skip_bad_rows: bool = False) -> Trace:
     """Loads an SWF file."""
     path = Path(path)
     reader = RowReader(path, "swf", skip_bad_rows)
+    machine_size = 0
     for line_no, line in numbered_lines(path):
         text = line.strip()
-        if not text or text.startswith(";"):
+        if text.startswith(";"):
+            key, _, value = text[1:].partition(":")
+            if key.strip() in ("MaxProcs", "MaxNodes") and value.strip().isdigit():
+                machine_size = max(machine_size, int(value))
+            continue
+        if not text:
             continue
 
         def parse(text: str = text, line_no: int = line_no) -> Job | None:
@@ -56,4 +64,4 @@ def load_swf(path: str | Path, skip_bad_rows: bool = False) -> Trace:
             )
 
         reader.add(line_no, parse)
-    return reader.finish()
+    return reader.finish(homogeneous_pool(machine_size) if machine_size > 0 else None)
