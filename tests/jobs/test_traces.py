@@ -170,3 +170,24 @@ def test_estimates_never_silently_use_true_runtime():
     assert np.array_equal(
         fill_requested_times(table, "noisy", seed=3).requested_time_s, noisy.requested_time_s
     )
+
+
+def test_synthetic_profiles_match_published_statistics():
+    from hetsched.jobs.synthetic import PROFILES, generate
+
+    for name in ("philly", "helios", "alibaba"):
+        profile = PROFILES.get(name)
+        jobs = generate(name, 20000, seed=11)
+        rate = (len(jobs) - 1) / jobs.submit_time_s[-1]
+        assert rate == pytest.approx(profile.arrival_rate_per_s, rel=0.05)
+        # Heavy-tailed (sigma 2) means converge slowly: within 25 % at 20k jobs.
+        assert jobs.run_time_s.mean() == pytest.approx(profile.mean_run_s, rel=0.25)
+        assert jobs.run_time_s.max() <= profile.max_run_s
+        single = float(np.mean(jobs.num_gpus == 1))
+        assert single == pytest.approx(profile.gpu_count_probs[0], abs=0.02)
+        assert len(set(jobs.user.tolist())) <= profile.users
+    helios = generate("helios", 500, seed=1)
+    assert set(helios.virtual_cluster.tolist()) <= {"vc1", "vc2", "vc3", "vc4", "vc5"}
+    alibaba = generate("alibaba", 3000, seed=1)
+    typed = np.mean([t is not None for t in alibaba.gpu_types])
+    assert typed == pytest.approx(1 / 3, abs=0.04)
