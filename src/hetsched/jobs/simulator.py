@@ -228,6 +228,13 @@ class Simulator:
         self.placer: Placer = PLACERS.create(placer) if isinstance(placer, str) else placer
         self.user_codes, _ = jobs.user_codes()
         self._requests = self._build_requests()
+        # Jobs of one shape (eligible nodes, GPUs, CPUs, memory) fit or fail together; within a
+        # pass free resources only shrink, so one failed placement rules out the whole shape.
+        shapes: dict[tuple, int] = {}
+        self._shape = [
+            shapes.setdefault((id(r.eligible), r.num_gpus, r.cpus, r.memory_mib), len(shapes))
+            for r in self._requests
+        ]
         self._num_gpus = jobs.num_gpus
         self._requested = np.maximum(jobs.requested_time_s, 1e-9)
         self._run = jobs.run_time_s
@@ -254,10 +261,10 @@ class Simulator:
 
     def _unrunnable(self) -> np.ndarray:
         empty = ClusterState(self.cluster)
-        verdict: dict[tuple, bool] = {}
+        verdict: dict[int, bool] = {}
         bad = []
         for i, req in enumerate(self._requests):
-            key = (req.num_gpus, req.cpus, req.memory_mib, id(req.eligible))
+            key = self._shape[i]
             if key not in verdict:
                 verdict[key] = self.placer.place(req, empty) is None
             if verdict[key]:
@@ -416,11 +423,15 @@ class Simulator:
         free_gpus = int(state.free_gpus.sum())
         gpus = self._num_gpus
         started: list[int] = []
+        failed: set[int] = set()
         for position, index in enumerate(order.tolist()):
             need = int(gpus[index])
             alloc = None
-            if need <= free_gpus:
+            shape = self._shape[index]
+            if need <= free_gpus and shape not in failed:
                 alloc = self.placer.place(self._requests[index], state)
+                if alloc is None:
+                    failed.add(shape)
             if alloc is not None:
                 self._start_job(index, alloc)
                 started.append(index)
@@ -429,7 +440,7 @@ class Simulator:
             if mode == "strict":
                 break
             if mode == "easy":
-                started += self._backfill(index, order[position + 1 :], now)
+                started += self._backfill(index, order[position + 1 :], now, failed)
                 break
             if free_gpus == 0 and not (gpus[order] == 0).any():
                 break
@@ -444,25 +455,43 @@ class Simulator:
         ends = np.maximum(self._est_end[running], now)
         order = np.lexsort((running, ends))
         running, ends = running[order], ends[order]
-        # The head cannot fit before enough GPUs are released on its eligible nodes; a job's
-        # GPU count bounds what its release frees there, so skip straight to that point.
+        # The head cannot fit before enough GPUs are released on its eligible nodes, so skip
+        # straight to the first running job whose end frees enough of them.
         free_eligible = int(projected.free_gpus[request.eligible].sum())
-        freed = np.cumsum(self._num_gpus[running])
+        allocs = [self._alloc[j] for j in running.tolist()]
+        if allocs:
+            nodes = np.concatenate([a.node_indices for a in allocs])
+            owner = np.repeat(np.arange(len(allocs)), [a.num_nodes for a in allocs])
+            eligible = request.eligible[nodes]
+            on_eligible = np.concatenate([a.gpus for a in allocs]) * eligible
+            freed = np.cumsum(np.bincount(owner, weights=on_eligible, minlength=len(allocs)))
+            # Only a job holding an eligible node can make the head fit when it ends.
+            useful = np.bincount(owner, weights=eligible, minlength=len(allocs)) > 0
+        else:
+            freed, useful = np.zeros(0), np.zeros(0, dtype=bool)
         first = int(np.searchsorted(freed, request.num_gpus - free_eligible))
-        projected.release_all([self._alloc[j] for j in running[:first].tolist()])
         shadow = math.inf
+        pending = list(allocs[:first])
+        try_now = False
         for position in range(first, len(running)):
-            projected.release(self._alloc[int(running[position])])
+            pending.append(allocs[position])
+            try_now = try_now or bool(useful[position])
             if position + 1 < len(running) and ends[position + 1] <= ends[position]:
                 continue  # release everything that ends at the same instant first
+            if not try_now:
+                continue
+            projected.release_all(pending)
+            pending, try_now = [], False
             alloc = self.placer.place(request, projected)
             if alloc is not None:
                 projected.allocate(alloc)
                 shadow = float(ends[position])
                 break
+        if shadow == math.inf:
+            projected.release_all(pending)
         return shadow, projected
 
-    def _backfill(self, head: int, rest: np.ndarray, now: float) -> list[int]:
+    def _backfill(self, head: int, rest: np.ndarray, now: float, failed: set[int]) -> list[int]:
         # EASY (Lifka 1995): the head gets a reservation at the shadow time; a later job may start
         # now if it fits now and either ends (by its estimate) before the shadow time or only
         # uses resources still free at the shadow time after the head's reservation ("extra").
@@ -480,13 +509,19 @@ class Simulator:
         started: list[int] = []
         both = None
         extra_gpus = 0
+        failed_both: set[int] = set()
         for index in candidates.tolist():
             need = int(gpus[index])
-            if need > free_gpus:
+            shape = self._shape[index]
+            if need > free_gpus or shape in failed:
+                continue
+            surely_long = now + self._requested[index] / fastest > shadow
+            if surely_long and (shape in failed_both or (both is not None and need > extra_gpus)):
                 continue
             request = self._requests[index]
             alloc = self.placer.place(request, state)
             if alloc is None:
+                failed.add(shape)
                 continue
             speed = self.cluster.speed_of(alloc.gpu_type) if need > 0 else 1.0
             if now + self._requested[index] / speed > shadow:
@@ -497,10 +532,11 @@ class Simulator:
                     both.free_cpus = np.minimum(state.free_cpus, extra.free_cpus)
                     both.free_memory_mib = np.minimum(state.free_memory_mib, extra.free_memory_mib)
                     extra_gpus = int(both.free_gpus.sum())
-                if need > extra_gpus:
+                if need > extra_gpus or shape in failed_both:
                     continue
                 alloc = self.placer.place(request, both)
                 if alloc is None:
+                    failed_both.add(shape)
                     continue
                 extra.allocate(alloc)
             both = None  # the free resources changed; rebuild the intersection when needed
