@@ -1,0 +1,332 @@
+"""The multi-server Slim cluster: global FIFO → router → per-server greedy executors → FIFO.
+
+The request lifecycle of the Slim Scheduler (section III; ARCHITECTURE.md "Request lifecycle"):
+
+1. An image enters the router's global FIFO, needing segment 0.
+2. When the router is free and the FIFO is not empty, the router sees a :class:`RouterState` and
+   returns (server, width, g); up to g head requests leave the FIFO as one *block* for that server.
+3. A request whose activation lives elsewhere first crosses the link (bytes / bandwidth + latency);
+   then the server's greedy executor (Algorithm 1) batches and runs it.
+4. When the segment finishes, the request returns to the FIFO tail with w_prev = the width the
+   executor actually ran; after the last segment the image is complete.
+5. When every request of a block has finished, the block's outcome (accuracy signal, latency, mean
+   power, utilisations: eq. 7's inputs) is recorded for the reward.
+
+The cluster is mechanism only: it never decides. It can be driven by a router
+(:meth:`SlimCluster.run`) or step by step (:meth:`SlimCluster.next_state` then
+:meth:`SlimCluster.route`), which is how the Gymnasium environment trains a router. Time comes from
+the clock the servers share: the simulated :class:`~hetsched.core.events.EventLoop`, or the wall
+clock of the live backend.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from hetsched.slim.reward import BlockOutcome, utilization_variance
+from hetsched.slim.routers.base import Router, RouterState, RoutingDecision, ServerView
+
+
+@dataclass(frozen=True)
+class ServerTelemetry:
+    """The latest telemetry of one server (what the router's state is built from)."""
+
+    queue_length: int
+    power_w: float
+    max_power_w: float
+    utilization_pct: float
+
+
+SegmentDone = Callable[[float], None]
+"""Called by a server when a submitted segment finished, with the width it actually ran."""
+
+
+class SegmentServer(Protocol):
+    """What the cluster needs from one server (an executor on a backend)."""
+
+    name: str
+
+    def submit(
+        self, segment: int, width: float, prev_width: float | None, done: SegmentDone
+    ) -> None:
+        """Enqueues one segment request (key (segment, width, prev_width)); ``done`` on finish."""
+
+    def telemetry(self) -> ServerTelemetry:
+        """Current queue length, power and utilisation."""
+
+
+class Clock(Protocol):
+    """The clock the cluster runs on: ``now_s`` plus scheduling and stepping (EventLoop-like)."""
+
+    def now_s(self) -> float: ...
+
+    def schedule_in(
+        self, delay_s: float, callback: Callable[[], None], priority: int = 0
+    ) -> object: ...
+
+    def step(self) -> bool: ...
+
+
+class AccuracyOracle(Protocol):
+    """Accuracy signals for the reward and the tables (see :mod:`hetsched.slim.experiment`)."""
+
+    def prior(self, widths: Sequence[float]) -> float:
+        """p̃_acc of a width prefix (nearest-neighbour lookup), in [0, 1]."""
+
+    def correct(self, widths: Sequence[float], image_index: int) -> bool:
+        """Whether image ``image_index`` is classified correctly by the full width tuple."""
+
+
+@dataclass
+class ImageRequest:
+    """One image moving through the segments."""
+
+    image_id: int
+    arrival_s: float
+    fifo_enter_s: float
+    """When it (re-)entered the global FIFO for its current segment."""
+    segment: int = 0
+    widths: list[float] = field(default_factory=list)
+    """Widths actually executed so far (w_prev is the last one)."""
+    location: int | None = None
+    """Server holding its activation (None: still at the router's host)."""
+    energy_j: float = 0.0
+    """Σ over its segments of P̄ · L (eq. 7's E), so an image's energy ≈ mean power × latency."""
+
+
+@dataclass
+class _Block:
+    decision_id: int
+    requests: list[ImageRequest]
+    remaining: int
+    accuracy_signals: list[float] = field(default_factory=list)
+    latency_s: float = 0.0
+    images_completed: int = 0
+
+
+@dataclass(frozen=True)
+class CompletedImage:
+    """One image that finished all segments."""
+
+    image_id: int
+    latency_s: float
+    energy_j: float
+    widths: tuple[float, ...]
+    correct: bool
+
+
+@dataclass
+class ClusterConfig:
+    """Mechanism knobs of the cluster (the executors have their own)."""
+
+    num_segments: int = 4
+    widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    group_sizes: tuple[int, ...] = (1, 4, 8, 16)
+    decision_time_s: float = 0.001
+    """The router's own time per decision: it places one block per interval, so bursts queue in
+    the global FIFO and the group size g matters."""
+
+
+TransferTime = Callable[[int, float | None, int | None, int], float]
+"""(segment, prev_width, from_server, to_server) -> seconds to move the request's input."""
+
+
+class SlimCluster:
+    """Global FIFO, routing mechanism, transfers and bookkeeping for N servers.
+
+    Args:
+        servers: One :class:`SegmentServer` per server, in router index order.
+        clock: The clock they share.
+        transfer_time: Link model for moving activations between hosts.
+        accuracy: Accuracy prior and per-image correctness.
+        config: Mechanism knobs.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[SegmentServer],
+        clock: Clock,
+        transfer_time: TransferTime,
+        accuracy: AccuracyOracle,
+        config: ClusterConfig | None = None,
+    ) -> None:
+        self.servers = list(servers)
+        self.clock = clock
+        self.transfer_time = transfer_time
+        self.accuracy = accuracy
+        self.config = config or ClusterConfig()
+        self.fifo: deque[ImageRequest] = deque()
+        self.completed: list[CompletedImage] = []
+        self.block_outcomes: list[tuple[int, BlockOutcome]] = []
+        """(decision_id, outcome) of finished blocks, in completion order (consumers may drain)."""
+        self.utilization_variances: list[float] = []
+        """Var(U/100) across servers sampled at every segment completion (Tables III-V)."""
+        self.arrived = 0
+        self.expected_images: int | None = None
+        self._in_transit = [0] * len(self.servers)
+        self._router_free_s = 0.0
+        self._next_decision = 0
+
+    # -- arrivals -------------------------------------------------------------------------------
+
+    def schedule_arrivals(self, arrival_times_s: Sequence[float]) -> None:
+        """Schedules one image arrival per time (absolute seconds on the cluster clock)."""
+        now = self.clock.now_s()
+        self.expected_images = (self.expected_images or 0) + len(arrival_times_s)
+        for at_s in arrival_times_s:
+            self.clock.schedule_in(max(0.0, at_s - now), self._arrive)
+
+    def _arrive(self) -> None:
+        now = self.clock.now_s()
+        self.fifo.append(ImageRequest(self.arrived, now, now))
+        self.arrived += 1
+
+    # -- the decision point ---------------------------------------------------------------------
+
+    def state(self) -> RouterState:
+        """The read-only snapshot the router decides on (Slim eq. 1 and the action sets)."""
+        views = []
+        for index, server in enumerate(self.servers):
+            telemetry = server.telemetry()
+            views.append(
+                ServerView(
+                    server.name,
+                    telemetry.queue_length + self._in_transit[index],
+                    telemetry.power_w,
+                    telemetry.max_power_w,
+                    telemetry.utilization_pct,
+                )
+            )
+        return RouterState(
+            now_s=self.clock.now_s(),
+            fifo_length=len(self.fifo),
+            completed=len(self.completed),
+            arrived=self.arrived,
+            head_segment=self.fifo[0].segment if self.fifo else 0,
+            servers=tuple(views),
+            widths=self.config.widths,
+            group_sizes=self.config.group_sizes,
+        )
+
+    def next_state(self) -> RouterState | None:
+        """Advances time until the router has a head block to place; None when nothing is left."""
+        while not (self.fifo and self.clock.now_s() >= self._router_free_s):
+            if not self.clock.step():
+                return None
+        return self.state()
+
+    def route(self, decision: RoutingDecision) -> int:
+        """Applies ``decision`` to the FIFO head; returns the decision id of the block.
+
+        Raises:
+            ValueError: If the FIFO is empty or the decision names no valid server/width/group.
+        """
+        if not self.fifo:
+            raise ValueError("route() called with an empty global FIFO")
+        if not 0 <= decision.server < len(self.servers):
+            raise ValueError(f"server {decision.server} out of range 0..{len(self.servers) - 1}")
+        if decision.width not in self.config.widths or decision.group_size < 1:
+            raise ValueError(f"invalid width/group in {decision}")
+        decision_id = self._next_decision
+        self._next_decision += 1
+        count = min(decision.group_size, len(self.fifo))
+        block = _Block(decision_id, [self.fifo.popleft() for _ in range(count)], count)
+        for request in block.requests:
+            self._dispatch(block, request, decision.server, decision.width)
+        self._router_free_s = self.clock.now_s() + self.config.decision_time_s
+        if self.config.decision_time_s > 0:
+            self.clock.schedule_in(self.config.decision_time_s, _wake)
+        return decision_id
+
+    def run(self, router: Router) -> None:
+        """Routes with ``router`` until every scheduled image completed."""
+        while (state := self.next_state()) is not None:
+            self.route(router.decide(state))
+
+    # -- mechanism ------------------------------------------------------------------------------
+
+    def _dispatch(self, block: _Block, request: ImageRequest, server: int, width: float) -> None:
+        prev_width = request.widths[-1] if request.widths else None
+        delay_s = 0.0
+        if request.location != server:
+            delay_s = self.transfer_time(request.segment, prev_width, request.location, server)
+
+        def submit() -> None:
+            self._in_transit[server] -= 1
+            self.servers[server].submit(
+                request.segment,
+                width,
+                prev_width,
+                lambda executed_width: self._segment_done(block, request, server, executed_width),
+            )
+
+        self._in_transit[server] += 1
+        if delay_s > 0:
+            self.clock.schedule_in(delay_s, submit)
+        else:
+            submit()
+
+    def _segment_done(
+        self, block: _Block, request: ImageRequest, server: int, executed_width: float
+    ) -> None:
+        now = self.clock.now_s()
+        request.widths.append(executed_width)
+        request.location = server
+        latency_s = now - request.fifo_enter_s
+        telemetry = [s.telemetry() for s in self.servers]
+        mean_power_w = float(np.mean([t.power_w for t in telemetry]))
+        utilizations = tuple(t.utilization_pct for t in telemetry)
+        self.utilization_variances.append(utilization_variance(utilizations))
+        request.energy_j += mean_power_w * latency_s
+        request.segment += 1
+        if request.segment >= self.config.num_segments:
+            correct = self.accuracy.correct(request.widths, request.image_id)
+            block.accuracy_signals.append(1.0 if correct else 0.0)
+            block.images_completed += 1
+            self.completed.append(
+                CompletedImage(
+                    request.image_id,
+                    now - request.arrival_s,
+                    request.energy_j,
+                    tuple(request.widths),
+                    correct,
+                )
+            )
+        else:
+            block.accuracy_signals.append(self.accuracy.prior(request.widths))
+            request.fifo_enter_s = now
+            self.fifo.append(request)
+        block.latency_s = max(block.latency_s, latency_s)
+        block.remaining -= 1
+        if block.remaining == 0:
+            self.block_outcomes.append(
+                (
+                    block.decision_id,
+                    BlockOutcome(
+                        accuracy=float(np.mean(block.accuracy_signals)),
+                        latency_s=block.latency_s,
+                        mean_power_w=mean_power_w,
+                        utilizations_pct=utilizations,
+                        images_completed=block.images_completed,
+                    ),
+                )
+            )
+
+    @property
+    def decisions(self) -> int:
+        """Routing decisions made so far."""
+        return self._next_decision
+
+    @property
+    def done(self) -> bool:
+        """Every scheduled image has completed."""
+        return self.expected_images is not None and len(self.completed) >= self.expected_images
+
+
+def _wake() -> None:
+    """No-op event: it only moves the clock to the moment the router is free again."""
