@@ -60,6 +60,17 @@ def test_greedy_does_not_let_the_head_block_the_queue():
     assert_invariants(strict)
 
 
+def test_committed_mode_keeps_the_picked_job_first():
+    # SJF picks j1 (4 GPUs) at t=1; j2 (shorter) arrives at t=2 while j1 is blocked by j0.
+    rows = [(0.0, 100.0, 3), (1.0, 50.0, 4), (2.0, 10.0, 4)]
+    pool = homogeneous_pool(4)
+    strict = _simulate(_tiny(rows), pool, "sjf", queue_mode="strict")
+    committed = _simulate(_tiny(rows), pool, "sjf", queue_mode="committed")
+    assert strict.start_s[2] == 100.0 and strict.start_s[1] == 110.0  # re-ranked: j2 first
+    assert committed.start_s[1] == 100.0 and committed.start_s[2] == 150.0
+    assert_invariants(committed)
+
+
 def test_easy_backfills_short_jobs_but_never_long_ones_that_delay_the_head():
     pool = homogeneous_pool(4)
     easy = _simulate(_tiny(BLOCKED), pool, queue_mode="easy")
@@ -173,6 +184,8 @@ GOLDEN = {
     (5000, "fcfs", "easy"): 343.8135827486748,
     (5000, "sjf", "strict"): 48.646945190430856,
     (5000, "sjf", "easy"): 28.37879090854649,
+    (0, "sjf", "committed"): 384.60645645781756,
+    (5000, "sjf", "committed"): 303.53072604749804,
 }
 
 

@@ -28,7 +28,7 @@ def test_simulate_swf_fixture_compares_modes(fixtures, tmp_path):
     )  # fmt: skip
     assert "BSLD" in result.output and "pool8" in result.output
     payload = json.loads((out / "results.json").read_text())
-    assert len(payload["results"]) == 4 * 3
+    assert len(payload["results"]) == 4 * 4
     assert payload["load_report"]["excluded"] == {"non-positive run time or processors": 1}
     assert (out / "wait_cdf.png").stat().st_size > 0
     assert (out / "jobs_fcfs_easy.csv").read_text().count("\n") == 4
@@ -69,6 +69,7 @@ def test_user_errors_exit_2_with_one_line(fixtures, tmp_path):
         (["simulate", "--trace", str(fixtures / "tiny.swf"), "--policy", "lottery"], "fcfs"),
         (["simulate", "--trace", str(bad)], "run_time"),
         (["simulate", "--synthetic", "helios", "--backfill", "--strict"], "exclude"),
+        (["simulate", "--synthetic", "helios", "--modes", "easy,lazy"], "lazy"),
     ]
     for args, needle in cases:
         proc = subprocess.run(

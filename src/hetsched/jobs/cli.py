@@ -123,7 +123,10 @@ def simulate(
     backfill: bool = typer.Option(False, "--backfill", help="EASY backfilling."),
     strict: bool = typer.Option(False, "--strict", help="Strict order: the head blocks."),
     compare_modes: bool = typer.Option(
-        False, "--compare-modes", help="Run strict, EASY and greedy (work-conserving) each."
+        False, "--compare-modes", help="Run strict, committed, EASY and greedy each."
+    ),
+    modes_option: str | None = typer.Option(
+        None, "--modes", help="Comma-separated queue modes: greedy, strict, committed, easy."
     ),
     placement: str = typer.Option("pack", help="pack or spread."),
     estimate: str = typer.Option(
@@ -155,7 +158,14 @@ def simulate(
 
     if backfill and strict:
         raise HetschedError("--backfill and --strict exclude each other")
-    modes = ["strict", "easy", "greedy"] if compare_modes else []
+    from hetsched.jobs.simulator import QUEUE_MODES
+
+    modes = ["strict", "committed", "easy", "greedy"] if compare_modes else []
+    if modes_option:
+        modes = [m.strip() for m in modes_option.split(",") if m.strip()]
+        unknown = [m for m in modes if m not in QUEUE_MODES]
+        if unknown:
+            raise HetschedError(f"unknown queue modes {unknown}; known: {', '.join(QUEUE_MODES)}")
     modes = modes or ["easy" if backfill else "strict" if strict else "greedy"]
     policies = [p.strip() for p in policy.split(",") if p.strip()]
     for name in policies:

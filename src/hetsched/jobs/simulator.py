@@ -8,7 +8,11 @@ after all events of one instant, one scheduling pass runs (a lower-priority even
 Queue modes (what happens when the best-ranked waiting job does not fit):
 - ``greedy`` (default, work-conserving): skip it and try the next job in priority order, so one
   large job never idles the cluster (RLTune's simulator let the chosen job block the queue);
-- ``strict``: stop; nothing behind it starts (RLScheduler's "no backfilling");
+- ``strict``: stop; nothing behind it starts until it does (the order is re-ranked at every
+  pass, so a better-scored newcomer that fits may still go first);
+- ``committed``: strict, and once a job is picked it stays picked until it starts, even if a
+  better-scored job arrives (RLScheduler's "no backfilling" and RLTune's published behaviour,
+  kept only to reproduce their numbers);
 - ``easy``: EASY backfilling (Lifka 1995; paper section 4.1): reserve the earliest start for the
   blocked head job, then start later jobs only if they cannot delay that reservation.
 
@@ -37,8 +41,8 @@ from hetsched.jobs.model import JobTable
 from hetsched.jobs.placement import PLACERS, JobRequest, Placer
 from hetsched.jobs.policies import PriorityPolicy, QueueState
 
-QueueMode = Literal["greedy", "strict", "easy"]
-QUEUE_MODES: tuple[str, ...] = ("greedy", "strict", "easy")
+QueueMode = Literal["greedy", "strict", "committed", "easy"]
+QUEUE_MODES: tuple[str, ...] = ("greedy", "strict", "committed", "easy")
 
 #: Bounded slowdown's threshold (Feitelson): run times under 10 s count as 10 s.
 BSLD_THRESHOLD_S = 10.0
@@ -300,6 +304,7 @@ class Simulator:
         self._scores = np.full(n, np.nan)
         self._next_refresh_s = -math.inf
         self._pass_pending = False
+        self._committed: int | None = None
         self._passes = 0
         self._util_t: list[float] = []
         self._util_busy: list[int] = []
@@ -411,11 +416,24 @@ class Simulator:
         if len(self._queue):
             scores = self._queue_scores(now)
             order = self._queue[np.argsort(scores, kind="stable")]
+            if self.config.queue_mode == "committed":
+                order = self._commit_head(order)
             started = self._start_in_order(order, now)
             if started:
                 self._queue = self._queue[~np.isin(self._queue, started)]
         self._util_t.append(now)
         self._util_busy.append(self._state.busy_gpus)
+
+    def _commit_head(self, order: np.ndarray) -> np.ndarray:
+        """Keeps the previously picked job first; the new head is the first job of ``order``
+        (if it does not start in this pass, it stays picked for the next)."""
+        committed = self._committed
+        if committed is not None and not np.isnan(self._start[committed]):
+            committed = None
+        if committed is not None:
+            order = np.concatenate(([committed], order[order != committed]))
+        self._committed = int(order[0])
+        return order
 
     def _start_in_order(self, order: np.ndarray, now: float) -> list[int]:
         mode = self.config.queue_mode
@@ -437,7 +455,7 @@ class Simulator:
                 started.append(index)
                 free_gpus -= need
                 continue
-            if mode == "strict":
+            if mode in ("strict", "committed"):
                 break
             if mode == "easy":
                 started += self._backfill(index, order[position + 1 :], now, failed)
