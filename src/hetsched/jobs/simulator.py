@@ -141,7 +141,7 @@ class SimulationResult:
     def summary(self) -> dict[str, float]:
         """Mean wait, JCT, bounded slowdown, utilisation (%) and makespan, plus tails."""
         done = self.finished
-        wait, jct, bsld = summarize(self.wait_s[done]), summarize(self.jct_s[done]), None
+        wait, jct = summarize(self.wait_s[done]), summarize(self.jct_s[done])
         bsld = summarize(self.bounded_slowdown[done])
         return {
             "jobs": int(done.sum()),
@@ -442,6 +442,7 @@ class Simulator:
         gpus = self._num_gpus
         started: list[int] = []
         failed: set[int] = set()
+        has_cpu_only = bool((gpus[order] == 0).any())
         for position, index in enumerate(order.tolist()):
             need = int(gpus[index])
             alloc = None
@@ -460,7 +461,7 @@ class Simulator:
             if mode == "easy":
                 started += self._backfill(index, order[position + 1 :], now, failed)
                 break
-            if free_gpus == 0 and not (gpus[order] == 0).any():
+            if free_gpus == 0 and not has_cpu_only:
                 break
         return started
 

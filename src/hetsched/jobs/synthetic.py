@@ -5,7 +5,7 @@ Per profile (Philly, Helios, Alibaba):
 - run times: log-normal (sigma 2.0, the heavy tail of DL job durations) with the mean of Table 2,
   capped at the maximum of Table 4 (60, 50 and 30 days);
 - GPU counts: powers of two with mostly single-GPU jobs (the shape reported by the Philly, Helios
-  and PAI analyses; the exact mix is our approximation and is listed in ``GPU_COUNT_MIX``);
+  and PAI analyses; the exact mix per profile is our approximation, see ``PROFILES``);
 - users: as many as Table 4 lists, Zipf-like activity (a few users submit most jobs);
 - Helios jobs carry one of VC1-VC5 (weighted by VC size); a third of Alibaba jobs constrain the
   GPU type to one of its five types.
@@ -63,9 +63,6 @@ for _profile in (
     ),
 ):  # fmt: skip
     PROFILES.register(_profile.name)(_profile)
-
-GPU_COUNT_MIX = {p: dict(zip(PROFILES.get(p).gpu_counts, PROFILES.get(p).gpu_count_probs,
-                             strict=True)) for p in PROFILES.names()}  # fmt: skip
 
 LOGNORMAL_SIGMA = 2.0
 
