@@ -31,6 +31,7 @@ def test_simulate_swf_fixture_compares_modes(fixtures, tmp_path):
     assert len(payload["results"]) == 4 * 4
     assert payload["load_report"]["excluded"] == {"non-positive run time or processors": 1}
     assert (out / "wait_cdf.png").stat().st_size > 0
+    assert (out / "utilisation.png").stat().st_size > 0
     assert (out / "jobs_fcfs_easy.csv").read_text().count("\n") == 4
 
 

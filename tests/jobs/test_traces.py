@@ -191,3 +191,30 @@ def test_synthetic_profiles_match_published_statistics():
     alibaba = generate("alibaba", 3000, seed=1)
     typed = np.mean([t is not None for t in alibaba.gpu_types])
     assert typed == pytest.approx(1 / 3, abs=0.04)
+
+
+def test_rltune_csv_round_trip(tmp_path):
+    from hetsched.jobs.synthetic import generate
+    from hetsched.jobs.traces.rltune_csv import write_rltune_csv
+
+    table = generate("alibaba", 50, seed=4)
+    write_rltune_csv(table, tmp_path / "t.csv")
+    back = load_trace(tmp_path / "t.csv").jobs
+    assert back.id.tolist() == table.id.tolist()
+    assert np.allclose(back.submit_time_s, table.submit_time_s)
+    assert np.array_equal(back.num_gpus, table.num_gpus)
+    assert back.gpu_types.tolist() == table.gpu_types.tolist()
+    assert np.isnan(back.requested_time_s).all()
+
+
+def test_philly_null_end_time_is_excluded(tmp_path):
+    path = tmp_path / "log.json"
+    path.write_text(
+        '[{"jobid": "a", "submitted_time": "2017-10-03 04:21:52", "status": "Running",'
+        ' "attempts": [{"start_time": "2017-10-03 04:22:00", "end_time": "None", "detail": []}]},'
+        ' {"jobid": "b", "submitted_time": "2017-10-03 04:21:52", "status": "Pass",'
+        ' "attempts": [{"start_time": "2017-10-03 04:22:00", "end_time": "2017-10-03 04:23:00",'
+        ' "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]}]'
+    )
+    trace = load_trace(path)
+    assert trace.jobs.id.tolist() == ["b"] and trace.report.excluded["no finished attempt"] == 1

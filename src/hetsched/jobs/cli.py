@@ -183,6 +183,7 @@ def simulate(
     )
     console = Console()
     summaries: list[WindowSummary] = []
+    timelines: dict = {}
     runs = len(modes) * len(policies) * max(windows, 1)
     out.mkdir(parents=True, exist_ok=True)
     with Progress(console=console, transient=True) as progress:
@@ -211,6 +212,7 @@ def simulate(
                 for name in policies:
                     result = run_policy(table, the_cluster, name, config, options.get(name))
                     result.write_csv(out / f"jobs_{name}_{mode}.csv")
+                    timelines[f"{name}/{mode}"] = result
                     s = result.summary()
                     summaries.append(
                         WindowSummary(
@@ -262,7 +264,11 @@ def simulate(
             values = ",".join(f"{r[m]:.6g}" for m in METRICS)
             handle.write(f"{r['policy']},{r['queue_mode']},{values}\n")
     _plot_wait_cdf(summaries, out / "wait_cdf.png", np)
-    console.print(f"saved {out}/results.json, results.csv, wait_cdf.png")
+    saved = "results.json, results.csv, wait_cdf.png"
+    if timelines:
+        _plot_utilisation(timelines, out / "utilisation.png")
+        saved += ", utilisation.png, jobs_<policy>_<mode>.csv"
+    console.print(f"saved in {out}: {saved}")
 
 
 def _plot_wait_cdf(summaries, path: Path, np) -> None:
@@ -282,6 +288,26 @@ def _plot_wait_cdf(summaries, path: Path, np) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("wait time (s, values < 1 s shown at 1 s)")
     ax.set_ylabel("fraction of jobs")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_utilisation(results: dict, path: Path) -> None:
+    """Busy GPUs / cluster GPUs over time, one step line per policy and mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for label, result in results.items():
+        hours = (result.utilisation_time_s - result.utilisation_time_s[0]) / 3600.0
+        share = 100.0 * result.utilisation_busy_gpus / result.cluster.total_gpus
+        ax.step(hours, share, where="post", label=label, linewidth=0.8)
+    ax.set_xlabel("time since first arrival (h)")
+    ax.set_ylabel("GPUs busy (%)")
     ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

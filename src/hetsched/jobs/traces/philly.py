@@ -4,7 +4,8 @@ Each job: ``jobid``, ``user``, ``vc``, ``status`` (Pass / Killed / Failed), ``su
 and ``attempts``, each attempt with ``start_time``, ``end_time`` and ``detail`` = list of
 ``{"ip": node, "gpus": [...]}``. The job's GPUs are those of its last attempt; its run time spans
 the first attempt's start to the last attempt's end (retries included, as the Philly analysis
-does). Jobs without a finished attempt are excluded and counted. No requested time is logged.
+does). Jobs without a finished attempt (no attempt, or a null / "None" time) are excluded and
+counted. No requested time is logged.
 Line numbers in errors are the job's position (1-based) in the list.
 """
 
@@ -44,7 +45,13 @@ def load_philly(path: str | Path, skip_bad_rows: bool = False) -> Trace:
             attempts = entry["attempts"]
             if not isinstance(attempts, list):
                 raise reader.error("not a list", n, "attempts")
-            finished = [a for a in attempts if a.get("start_time") and a.get("end_time")]
+            finished = [
+                a
+                for a in attempts
+                if isinstance(a, dict)
+                and str(a.get("start_time") or "None") != "None"
+                and str(a.get("end_time") or "None") != "None"
+            ]
             if not finished:
                 reader.exclude("no finished attempt")
                 return None
