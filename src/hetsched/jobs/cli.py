@@ -279,6 +279,7 @@ def _plot_wait_cdf(summaries, path: Path, np) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
+    ax.set_prop_cycle(color=plt.cm.tab20.colors)  # up to 20 distinct policy/mode lines
     for w in summaries:
         waits = np.sort(np.maximum(w.waits_s, 1.0))
         if len(waits):
