@@ -7,8 +7,10 @@ gap is filled by an explicit, seeded model, and each job records which model fil
 
 - ``trace``: keep the trace's value; jobs without one are an error;
 - ``user-history`` (default for ``auto``): Tsafrir-style — the longest run time among the same
-  user's previous two completed-by-submission jobs, times a safety margin, rounded up to a
-  "user-like" limit (minutes, then hours); the user's first jobs fall back to ``noisy``;
+  user's two previous jobs in submission order, times a safety margin, rounded up to a
+  "user-like" limit (minutes, then hours); the user's first job falls back to ``noisy``. It is
+  computed offline, so a previous job's run time counts as known even if, in the replay, that
+  job is still running (an optimistic simplification; the job's own run time is never used);
 - ``noisy``: the true run time times a log-uniform over-estimate factor in [1, max_factor],
   rounded up like a user would (a stand-in for user requests, which are mostly over-estimates);
 - ``oracle``: the true run time (explicitly asked for; e.g. to match RLScheduler's setting).
