@@ -123,3 +123,15 @@ def test_pool_and_cluster_validation():
         Cluster([Node("a", "T4", 1), Node("a", "T4", 1)])
     with pytest.raises(ConfigError, match="speed factor"):
         Cluster([Node("a", "T4", 1)], {"T4": 0.0})
+
+
+def test_trace_vcs_map_onto_cluster_vcs_by_demand():
+    from hetsched.jobs.cluster import map_virtual_clusters
+
+    helios = CLUSTERS.create("helios")
+    vcs = np.array(["vcA", "vcB", "vcA", "vc3", None, "vcC"], dtype=object)
+    gpu_s = np.array([100.0, 500.0, 100.0, 1.0, 9.0, 50.0])
+    mapping = map_virtual_clusters(vcs, gpu_s, helios)
+    # Busiest foreign VC (vcB) -> largest cluster VC (vc1), then vcA -> vc2, vcC -> vc3.
+    assert mapping == {"vcB": "vc1", "vcA": "vc2", "vcC": "vc3", "vc3": "vc3"}
+    assert map_virtual_clusters(vcs, gpu_s, homogeneous_pool(8)) == {}

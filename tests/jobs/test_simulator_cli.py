@@ -93,3 +93,16 @@ def test_skip_bad_rows_flag_reports_the_count(tmp_path):
     )
     report = json.loads((out / "results.json").read_text())["load_report"]
     assert report["skipped_bad_rows"] == 1
+
+
+def test_helios_fixture_vcs_are_mapped_onto_the_paper_slice(fixtures, tmp_path):
+    out = tmp_path / "h"
+    result = _invoke(
+        "simulate", "--trace", str(fixtures / "helios_cluster_log.csv"), "--policy", "fcfs",
+        "--out", str(out),
+    )  # fmt: skip
+    assert "helios" in result.output
+    mapping = json.loads((out / "results.json").read_text())["virtual_cluster_mapping"]
+    # Real Helios VC names; ranked by GPU-seconds onto the largest paper VCs.
+    assert mapping == {"vc8Gr": "vc1", "vcEwI": "vc2", "vcKrW": "vc3"}
+    assert "mapped 3 trace VCs" in result.output

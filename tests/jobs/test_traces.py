@@ -47,7 +47,7 @@ def test_helios_fixture(fixtures):
     assert trace.report.excluded["never started"] == 1
     assert jobs.submit_time_s[0] == 0 and jobs.submit_time_s[1] == 60
     assert jobs.run_time_s.tolist() == [3600, 10800, 60, 1800]
-    assert jobs.virtual_cluster.tolist() == ["vc1", "vc2", "vc1", "vc5"]
+    assert jobs.virtual_cluster.tolist() == ["vcEwI", "vc8Gr", "vcEwI", "vcKrW"]
     assert jobs.status[2] == "failed"
 
 

@@ -150,7 +150,7 @@ def simulate(
     from rich.progress import Progress
     from rich.table import Table
 
-    from hetsched.jobs.cluster import with_speed_factors
+    from hetsched.jobs.cluster import map_virtual_clusters, with_speed_factors
     from hetsched.jobs.estimates import fill_requested_times
     from hetsched.jobs.policies import PRIORITY_POLICIES
     from hetsched.jobs.simulator import SimulationConfig
@@ -170,18 +170,25 @@ def simulate(
     policies = [p.strip() for p in policy.split(",") if p.strip()]
     for name in policies:
         PRIORITY_POLICIES.get(name)  # unknown names fail before any work
+    console = Console()
     table, trace_cluster, fmt, report = _load_jobs(
         trace, format, synthetic, jobs, seed, skip_bad_rows
     )
     the_cluster = _resolve_cluster(cluster, trace_cluster, fmt)
     if speed_factors:
         the_cluster = with_speed_factors(the_cluster)
+    vc_mapping = map_virtual_clusters(
+        table.virtual_cluster, table.run_time_s * np.maximum(table.num_gpus, 1), the_cluster
+    )
+    if any(k != v for k, v in vc_mapping.items()):
+        vcs = np.array([vc_mapping.get(vc, vc) for vc in table.virtual_cluster.tolist()], object)
+        table = table.with_columns(virtual_cluster=vcs)
+        console.print(f"mapped {len(vc_mapping)} trace VCs onto {the_cluster.virtual_clusters}")
     table = fill_requested_times(table, estimate, seed)
     options = {"qssf": {"priority_file": str(priority_file)}} if priority_file else {}
     base = SimulationConfig(
         placer=placement, recompute_interval_s=recompute_interval_s, drop_unrunnable=drop_unrunnable
     )
-    console = Console()
     summaries: list[WindowSummary] = []
     timelines: dict = {}
     runs = len(modes) * len(policies) * max(windows, 1)
@@ -252,6 +259,7 @@ def simulate(
         "cluster": the_cluster.describe(),
         "estimate": estimate,
         "placement": placement,
+        "virtual_cluster_mapping": vc_mapping,
         "windows": windows,
         "window_size": window_size,
         "seed": seed,
