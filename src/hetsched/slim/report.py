@@ -109,7 +109,8 @@ def aggregate(runs: list[RunMetrics]) -> dict[str, dict[str, float]]:
 
 
 def _fmt(stat: dict[str, float], digits: int = 3) -> str:
-    return f"{stat['mean']:.{digits}f} ± {stat['spread']:.{digits}f}"
+    """``mean±spread`` with ``digits`` significant digits for the mean."""
+    return f"{stat['mean']:.{digits}g}±{stat['spread']:.2g}"
 
 
 def paper_table(
@@ -125,15 +126,15 @@ def paper_table(
     """
     paper = PAPER_TABLES.get(policy)
     title = f"{policy}" + (f" (paper Table {paper['table']})" if paper else "")
-    table = Table(title=f"{title}: ours over {seeds} seed(s), mean ± spread across seeds")
-    for column in ("metric", "ours μ", "ours σ (per image)", "paper μ", "paper σ", "Δμ vs random"):
-        table.add_column(column, justify="right" if column != "metric" else "left")
+    table = Table(title=f"{title}: ours over {seeds} seed(s), mean±spread across seeds")
+    for column in ("metric", "ours μ", "ours σ", "paper μ", "paper σ", "Δμ vs random"):
+        table.add_column(column, justify="right" if column != "metric" else "left", no_wrap=True)
 
     def change(key: str) -> str:
         if baseline is None:
             return ""
         base = baseline[key]["mean"]
-        return f"{100.0 * (aggregated[key]['mean'] - base) / base:+.2f} %" if base else ""
+        return f"{100.0 * (aggregated[key]['mean'] - base) / base:+.2f}%" if base else ""
 
     def paper_value(key: str, index: int) -> str:
         if paper is None:
@@ -143,7 +144,7 @@ def paper_table(
 
     table.add_row(
         "accuracy (%)",
-        _fmt(aggregated["accuracy_pct"], 2),
+        _fmt(aggregated["accuracy_pct"], 4),
         "",
         paper_value("accuracy_pct", 0),
         "",
@@ -166,26 +167,26 @@ def paper_table(
         change("energy_mean_j"),
     )
     table.add_row(
-        "GPU util variance",
-        _fmt(aggregated["utilization_variance_mean"], 4),
-        _fmt(aggregated["utilization_variance_std"], 4),
+        "GPU util var",
+        _fmt(aggregated["utilization_variance_mean"]),
+        _fmt(aggregated["utilization_variance_std"]),
         paper_value("utilization_variance", 0),
         paper_value("utilization_variance", 1),
         "",
     )
     table.add_row(
         "images completed",
-        _fmt(aggregated["images_completed"], 0),
+        _fmt(aggregated["images_completed"], 6),
         "",
         paper_value("throughput", 0),
         "",
         "",
     )
     table.add_row(
-        "images / s", _fmt(aggregated["images_per_s"], 1), "", "", "", change("images_per_s")
+        "images / s", _fmt(aggregated["images_per_s"], 4), "", "", "", change("images_per_s")
     )
     for q in ("p50", "p90", "p99"):
         table.add_row(f"latency {q} (s)", _fmt(aggregated[f"latency_{q}_s"]), "", "", "", "")
     for q in ("p50", "p90", "p99"):
-        table.add_row(f"energy {q} (J)", _fmt(aggregated[f"energy_{q}_j"], 2), "", "", "", "")
+        table.add_row(f"energy {q} (J)", _fmt(aggregated[f"energy_{q}_j"], 4), "", "", "", "")
     return table
