@@ -12,7 +12,7 @@ from hetsched.slim.reward import (
 
 
 def test_block_reward_is_eq7():
-    outcome = BlockOutcome(0.7, 0.5, 120.0, (20.0, 60.0, 40.0), images_completed=4)
+    outcome = BlockOutcome(0.7, 0.5, 120.0, (20.0, 60.0, 40.0), requests=4)
     weights = RewardWeights(alpha=2.0, beta=3.0, gamma=0.01, delta=5.0, bonus=0.25)
     variance = ((0.2 - 0.4) ** 2 + (0.6 - 0.4) ** 2 + 0.0) / 3
     assert outcome.energy_j == pytest.approx(60.0)

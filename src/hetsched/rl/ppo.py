@@ -66,6 +66,9 @@ class PPOConfig(StrictModel, use_attribute_docstrings=True):
     """K: optimisation epochs per update (Slim: K = 3)."""
     norm_adv: bool = True
     """Normalise advantages to zero mean, unit std over the batch (eq. 8)."""
+    scale_rewards: bool = False
+    """Divide rewards by the running std of all rewards seen, so the value loss of a shared trunk
+    keeps one scale while the reward's magnitude changes by orders during training."""
     clip_coef: float = Field(0.2, gt=0)
     """ε of the clipped surrogate (eq. 10; Slim: 0.2)."""
     vf_coef: float = Field(0.5, ge=0)
@@ -336,6 +339,24 @@ def to_env_action(space: gym.Space, action: torch.Tensor) -> Any:
     return flat.astype(np.asarray(space.nvec).dtype) + np.asarray(space.start)
 
 
+class RunningStd:
+    """Running standard deviation of a stream of scalars (Welford's algorithm)."""
+
+    def __init__(self) -> None:
+        self.count, self.mean, self._m2 = 0, 0.0, 0.0
+
+    def update(self, values: Sequence[float]) -> None:
+        for value in values:
+            self.count += 1
+            delta = value - self.mean
+            self.mean += delta / self.count
+            self._m2 += delta * (value - self.mean)
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self._m2 / self.count) if self.count > 1 else 1.0
+
+
 @dataclass
 class _Step:
     """One acted step waiting for its reward (delayed credit) or for the rollout to end."""
@@ -419,6 +440,7 @@ def train(
     waiting: dict[tuple[int, int], _Step] = {}  # one-step mode: decisions awaiting their reward
     ready: list[_Step] = []  # one-step mode: decisions with their reward
     num_updates = math.ceil(config.total_timesteps / config.num_steps)
+    reward_std = RunningStd()
 
     from rich.progress import Progress
 
@@ -466,6 +488,9 @@ def train(
                 obs, mask = _observe(raw_obs, info)
                 bar.advance(task)
 
+            batch_steps = rollout if config.advantage == "gae" else ready
+            reward_std.update([s.reward for s in batch_steps])
+            scale = 1.0 / (reward_std.std + 1e-8) if config.scale_rewards else 1.0
             if config.advantage == "gae":
                 with torch.no_grad():
                     next_value = agent.get_action_and_value(
@@ -473,20 +498,19 @@ def train(
                         torch.as_tensor(mask).unsqueeze(0) if mask is not None else None,
                     ).value.item()
                 advantages, returns = compute_gae(
-                    torch.tensor([s.reward for s in rollout]),
+                    torch.tensor([s.reward * scale for s in rollout]),
                     torch.tensor([s.value for s in rollout]),
                     torch.tensor([s.episode_end for s in rollout]),
                     next_value,
                     config.gamma,
                     config.gae_lambda,
                 )
-                batch_steps = rollout
             else:
                 batch_steps, ready = ready, []
                 if not batch_steps:
                     continue
                 advantages, returns = one_step_advantages(
-                    torch.tensor([s.reward for s in batch_steps]),
+                    torch.tensor([s.reward * scale for s in batch_steps]),
                     torch.tensor([s.value for s in batch_steps]),
                 )
             batch = _stack_batch(batch_steps, advantages.float(), returns.float())
@@ -496,7 +520,7 @@ def train(
                     "global_step": float(global_step),
                     "charts/learning_rate": optimizer.param_groups[0]["lr"],
                     "charts/epsilon": epsilon_at(global_step, config),
-                    "charts/mean_return": float(batch.returns.mean()),
+                    "charts/mean_return": float(batch.returns.mean()) / scale,
                     "charts/batch_size": float(len(batch)),
                     "charts/dropped_uncredited": float(dropped),
                 }

@@ -312,6 +312,7 @@ class SlimCluster:
                         latency_s=block.latency_s,
                         mean_power_w=mean_power_w,
                         utilizations_pct=utilizations,
+                        requests=len(block.requests),
                         images_completed=block.images_completed,
                     ),
                 )

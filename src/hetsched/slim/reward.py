@@ -7,7 +7,7 @@ the width prefix the block's requests have run so far (nearest-neighbour lookup 
 table) or, after the final segment, the fraction of the block's images that were classified
 correctly; ``L_t`` the block's latency; ``E_t = P̄_t · L_t`` with P̄ the mean power across servers;
 the last term the variance of the servers' normalised utilisations; ``b_t`` an optional bonus per
-completed image.
+request carried forward.
 """
 
 from __future__ import annotations
@@ -33,14 +33,16 @@ class RewardWeights(StrictModel, use_attribute_docstrings=True):
     delta: float = Field(0.0, ge=0)
     """δ: penalty on the variance of normalised utilisation across servers."""
     bonus: float = 0.0
-    """b: bonus per image the block completes (final segment only)."""
+    """b: bonus per request the block carried one segment forward. It rewards throughput, which a
+    one-step return cannot see otherwise: a larger group g drains the global FIFO for the *later*
+    decisions, while this decision's own latency only grows with g."""
     center_accuracy: bool = False
     """Subtract the table's mean top-1 from p̃_acc (the paper's optional zero-mean centring)."""
 
 
 REWARD_PRESETS: dict[str, RewardWeights] = {
     # Table IV regime: latency and energy dominate; the policy collapses to the slimmest paths.
-    "efficiency": RewardWeights(alpha=1.0, beta=20.0, gamma=0.5, delta=1.0),
+    "efficiency": RewardWeights(alpha=1.0, beta=20.0, gamma=0.5, delta=1.0, bonus=0.2),
     # Table V regime: accuracy matters; latency and energy are penalised lightly.
     "balanced": RewardWeights(alpha=10.0, beta=2.0, gamma=0.01, delta=1.0, center_accuracy=True),
 }
@@ -69,6 +71,8 @@ class BlockOutcome:
     """P̄_t: mean power across servers at completion."""
     utilizations_pct: tuple[float, ...]
     """U_t of every server at completion, 0-100."""
+    requests: int = 1
+    """Requests in the block (g, or fewer when the FIFO was shorter)."""
     images_completed: int = 0
     """Images this block finished (nonzero only for the final segment)."""
 
@@ -93,5 +97,5 @@ def block_reward(outcome: BlockOutcome, weights: RewardWeights, mean_top1: float
         - weights.beta * outcome.latency_s
         - weights.gamma * outcome.energy_j
         - weights.delta * utilization_variance(outcome.utilizations_pct)
-        + weights.bonus * outcome.images_completed
+        + weights.bonus * outcome.requests
     )

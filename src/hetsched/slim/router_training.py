@@ -26,6 +26,7 @@ PAPER_PPO = PPOConfig(
     update_epochs=3,
     learning_rate=1e-3,
     anneal_lr=True,
+    scale_rewards=True,
     clip_coef=0.2,
     vf_coef=0.5,
     ent_coef=0.003,
