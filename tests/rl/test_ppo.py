@@ -120,3 +120,18 @@ def test_train_credits_delayed_rewards_to_their_own_decisions(bandit_env):
     assert dist.heads[0].log_probs.exp()[0, 2] > 0.7
     assert dist.heads[1].log_probs.exp()[0, 1] > 0.7
     assert result.episode_returns[-1] > result.episode_returns[0]
+
+
+def test_running_std_matches_numpy_and_scaled_training_reports_raw_returns(bandit_env):
+    import numpy as np
+
+    from hetsched.rl.ppo import RunningStd
+
+    values = np.random.default_rng(0).normal(3.0, 2.0, 500)
+    running = RunningStd()
+    running.update(values[:200].tolist())
+    running.update(values[200:].tolist())
+    assert running.std == pytest.approx(values.std())
+    config = PPOConfig(total_timesteps=128, num_steps=64, scale_rewards=True, advantage="one_step")
+    result = train(config, bandit_env())
+    assert 0.0 <= result.history[-1]["charts/mean_return"] <= 1.0  # raw bandit payoffs
