@@ -1,0 +1,164 @@
+"""Node features under contention: eqs. 6-8 from live utilisation (psutil, Prometheus or an agent).
+
+  eq. 6  CPU_eff  = CPU  · (1 − U_C)
+  eq. 7  FREQ_eff = FREQ · (1 − U_F)
+  eq. 8  available capacity = {CPU_eff, FREQ_eff}
+
+The paper leaves U_C and U_F loose. Here U_C is the fraction of the node's cores that are "in use"
+(busy more than half of the sampling window) and U_F the mean busy fraction over the node's cores,
+i.e. the share of its clock cycles already consumed. Both lie in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict, dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from hetsched.core.errors import DataError
+
+BUSY_CORE_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """A node's hardware vector and its available capacity under contention (eq. 8)."""
+
+    name: str
+    cores: int
+    freq_ghz: float
+    u_cores: float
+    u_freq: float
+
+    @property
+    def cpu_eff(self) -> float:
+        return effective_cores(self.cores, self.u_cores)
+
+    @property
+    def freq_eff_ghz(self) -> float:
+        return effective_freq(self.freq_ghz, self.u_freq)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "cpu_eff": self.cpu_eff, "freq_eff_ghz": self.freq_eff_ghz}
+
+
+def _check_fraction(value: float, what: str) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise DataError(f"{what} must lie in [0, 1], got {value}")
+    return value
+
+
+def effective_cores(cores: int, u_cores: float) -> float:
+    """Eq. 6."""
+    return cores * (1.0 - _check_fraction(u_cores, "U_C"))
+
+
+def effective_freq(freq_ghz: float, u_freq: float) -> float:
+    """Eq. 7."""
+    return freq_ghz * (1.0 - _check_fraction(u_freq, "U_F"))
+
+
+def utilisation_fractions(per_core_busy: list[float]) -> tuple[float, float]:
+    """(U_C, U_F) from per-core busy fractions in [0, 1] (see the module docstring)."""
+    if not per_core_busy:
+        raise DataError("no per-core utilisation given")
+    busy = [min(max(b, 0.0), 1.0) for b in per_core_busy]
+    u_cores = sum(b > BUSY_CORE_THRESHOLD for b in busy) / len(busy)
+    return u_cores, sum(busy) / len(busy)
+
+
+def local_capacity(
+    name: str, cores: list[int] | None = None, window_s: float = 0.3, freq_ghz: float | None = None
+) -> NodeCapacity:
+    """Samples this machine's utilisation with psutil over ``window_s`` for a subset of its cores."""
+    import psutil
+
+    per_cpu = psutil.cpu_percent(interval=window_s, percpu=True)
+    ids = cores if cores is not None else list(range(len(per_cpu)))
+    if freq_ghz is None:
+        freq = psutil.cpu_freq()
+        freq_ghz = freq.max / 1000 if freq and freq.max else (freq.current / 1000 if freq else 1.0)
+    u_c, u_f = utilisation_fractions([per_cpu[i] / 100 for i in ids])
+    return NodeCapacity(name, len(ids), float(freq_ghz), u_c, u_f)
+
+
+def capacity_from_node_exporter(
+    name: str, idle_rate_per_cpu: dict[str, float], freq_hz_per_cpu: dict[str, float]
+) -> NodeCapacity:
+    """Builds eq. 8 from node_exporter data: ``rate(node_cpu_seconds_total{mode="idle"}[w])`` per
+    cpu label and ``node_cpu_frequency_max_hertz`` (or scaling frequency) per cpu label."""
+    if not idle_rate_per_cpu:
+        raise DataError(f"node {name}: no node_cpu_seconds_total idle series")
+    busy = [1.0 - rate for rate in idle_rate_per_cpu.values()]
+    u_c, u_f = utilisation_fractions(busy)
+    freqs = list(freq_hz_per_cpu.values())
+    if not freqs:
+        raise DataError(f"node {name}: no CPU frequency series")
+    return NodeCapacity(name, len(busy), sum(freqs) / len(freqs) / 1e9, u_c, u_f)
+
+
+def capacities_from_prometheus(base_url: str, window: str = "30s") -> list[NodeCapacity]:
+    """Queries a Prometheus that scrapes node_exporter on every node; one capacity per instance."""
+    import httpx
+
+    def query(expr: str) -> list[dict]:
+        response = httpx.get(f"{base_url}/api/v1/query", params={"query": expr}, timeout=5.0)
+        body = response.json()
+        if body.get("status") != "success":
+            raise DataError(f"Prometheus query {expr!r} failed: {body.get('error')}")
+        return body["data"]["result"]
+
+    idle: dict[str, dict[str, float]] = {}
+    for series in query(f'rate(node_cpu_seconds_total{{mode="idle"}}[{window}])'):
+        m = series["metric"]
+        idle.setdefault(m["instance"], {})[m["cpu"]] = float(series["value"][1])
+    freq: dict[str, dict[str, float]] = {}
+    for series in query("node_cpu_frequency_max_hertz"):
+        m = series["metric"]
+        freq.setdefault(m["instance"], {})[m["cpu"]] = float(series["value"][1])
+    return [capacity_from_node_exporter(i, idle[i], freq.get(i, {})) for i in sorted(idle)]
+
+
+def capacity_from_agent_json(payload: dict) -> NodeCapacity:
+    """Parses the per-node agent's JSON: name, freq_ghz and per_core_busy (fractions)."""
+    try:
+        u_c, u_f = utilisation_fractions([float(b) for b in payload["per_core_busy"]])
+        return NodeCapacity(
+            str(payload["name"]),
+            len(payload["per_core_busy"]),
+            float(payload["freq_ghz"]),
+            u_c,
+            u_f,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise DataError(f"bad node-agent payload: {error!r}") from error
+
+
+def serve_agent(name: str, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """Starts the per-node agent (GET / -> JSON of this machine's utilisation) in a thread."""
+    import psutil
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            per_cpu = psutil.cpu_percent(interval=0.1, percpu=True)
+            freq = psutil.cpu_freq()
+            body = json.dumps(
+                {
+                    "name": name,
+                    "freq_ghz": (freq.max or freq.current) / 1000 if freq else 1.0,
+                    "per_core_busy": [p / 100 for p in per_cpu],
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
