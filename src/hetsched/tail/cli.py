@@ -1,7 +1,289 @@
-"""`hetsched tail` sub-commands."""
+"""`hetsched tail` sub-commands: features, measurement, dataset, training, serving, benchmark."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from hetsched.core.errors import HetschedError
 
 app = typer.Typer(no_args_is_help=True)
+console = Console()
+
+
+def _table(title: str, rows: list[dict], columns: list[str]) -> None:
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*[f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in columns])
+    console.print(table)
+
+
+@app.command()
+def flops(
+    models: list[str] = typer.Argument(..., help="Zoo names, .onnx/.pt paths or URLs."),
+    input_shape: str = typer.Option("", help="Input shape for .pt files, e.g. 1,3,224,224."),
+) -> None:
+    """Model features by eqs. 1-5: FLOPs per inference and parameter size (MiB)."""
+    from hetsched.tail.models import parse_shape, resolve_model_features
+
+    shape = parse_shape(input_shape) if input_shape else None
+    rows = [resolve_model_features(m, shape).as_dict() for m in models]
+    for r in rows:
+        r["gflops"] = r["flops"] / 1e9
+    _table(
+        "Model features (eqs. 1-5)",
+        rows,
+        [
+            "name",
+            "gflops",
+            "size_mb",
+            "conv_flops",
+            "dense_flops",
+            "activation_flops",
+            "pooling_flops",
+        ],
+    )
+
+
+def _parse_nodes(text: str) -> list:
+    from hetsched.tail.harness import EmulatedNode
+
+    nodes = []
+    for spec in text.split(";"):
+        try:
+            cores = tuple(int(c) for c in spec.split(","))
+        except ValueError:
+            raise HetschedError(f"bad node spec {spec!r}: use core ids like '0;0,1'") from None
+        nodes.append(EmulatedNode("cores" + "-".join(map(str, cores)), cores, 2.3))
+    return nodes
+
+
+@app.command()
+def measure(
+    models: str = typer.Option("cnn-s:64,cnn-m:48", help="model:queries pairs, comma separated."),
+    nodes: str = typer.Option("0;0,1", help="Emulated nodes as core sets, ';' separated."),
+    duties: str = typer.Option("0,0.5", help="Background contention duty cycles."),
+    repeats: int = typer.Option(1, help="Repetitions of the whole grid."),
+    out: Path = typer.Option(Path("runs/tail/measured.csv"), help="CSV to write."),
+    prometheus_port: int = typer.Option(0, help="Also export histograms on this port (0: off)."),
+) -> None:
+    """Runs LoadGen single-stream on emulated nodes under contention; writes P90 rows to CSV."""
+    from hetsched.tail.harness import LatencyExporter, measure_grid, write_csv
+
+    try:
+        plan = {m.split(":")[0]: int(m.split(":")[1]) for m in models.split(",")}
+        duty_list = [float(d) for d in duties.split(",")]
+    except (IndexError, ValueError):
+        raise HetschedError("--models needs name:queries pairs and --duties numbers") from None
+    exporter = LatencyExporter(prometheus_port) if prometheus_port else None
+    try:
+        rows = measure_grid(plan, _parse_nodes(nodes), duty_list, repeats, exporter)
+    finally:
+        if exporter:
+            exporter.close()
+    write_csv(rows, out)
+    for r in rows:
+        r["p90_ms"] = r["p90_s"] * 1e3
+    _table(
+        "Measured P90",
+        rows,
+        ["model", "node", "contention_duty", "cpu_eff", "freq_eff_ghz", "queries", "p90_ms"],
+    )
+    console.print(f"wrote {out}")
+
+
+@app.command()
+def dataset(
+    out: Path = typer.Option(..., help="Dataset CSV to write."),
+    csv: Path = typer.Option(None, help="Measurement CSV to read."),
+    prometheus: str = typer.Option("", help="Prometheus base URL, e.g. http://127.0.0.1:9091."),
+    start_s: float = typer.Option(0.0, help="Range start (unix s) for Prometheus."),
+    end_s: float = typer.Option(0.0, help="Range end (unix s) for Prometheus."),
+    step_s: float = typer.Option(1.0, help="Range step (s)."),
+    smooth_window: int = typer.Option(0, help="Eq. 15 log-window size (0: no smoothing)."),
+) -> None:
+    """Builds the training dataset (features + P90) from a CSV or Prometheus range queries."""
+    from hetsched.tail.dataset import from_prometheus, load_csv, smooth_target, write_dataset_csv
+
+    if bool(csv) == bool(prometheus):
+        raise HetschedError("give exactly one of --csv or --prometheus")
+    rows = load_csv(csv) if csv else from_prometheus(prometheus, start_s, end_s, step_s)
+    if not rows:
+        raise HetschedError("no rows: nothing measured in that range")
+    if smooth_window:
+        rows = smooth_target(rows, smooth_window)
+    write_dataset_csv(rows, out)
+    console.print(f"wrote {len(rows)} rows to {out}")
+
+
+def _train(data: Path, repo: Path, seed: int) -> dict:
+    from hetsched.tail.dataset import load_csv
+    from hetsched.tail.regressors import ModelRepository, train_and_save
+
+    report = train_and_save(load_csv(data), ModelRepository(repo), seed)
+    _table(
+        "Table III: regressors on held-out data",
+        report["table_iii"],
+        ["regressor", "rmse_ms", "rmsle", "train_rows", "test_rows"],
+    )
+    console.print(
+        f"best {report['best']} tuned {report['best_params']}: "
+        f"RMSE {report['tuned']['rmse_ms']:.3f} ms, RMSLE {report['tuned']['rmsle']:.4f}"
+        f" → saved {repo}/{report['version']}"
+    )
+    (repo / f"{report['version']}" / "report.json").write_text(
+        json.dumps(report, indent=2, default=str)
+    )
+    return report
+
+
+@app.command()
+def train(
+    data: Path = typer.Option(..., help="Dataset or measurement CSV."),
+    repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
+    seed: int = typer.Option(0, help="Split and model seed."),
+) -> None:
+    """Compares RF / XGBoost / MLP (Table III), grid-searches the best, saves a new version."""
+    _train(data, repo, seed)
+
+
+@app.command()
+def retrain(
+    repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
+    data: Path = typer.Option(None, help="New monitoring data as CSV."),
+    prometheus: str = typer.Option("", help="Or: Prometheus URL to pull the last --range-s from."),
+    range_s: float = typer.Option(3600.0, help="How far back to read from Prometheus."),
+    seed: int = typer.Option(0, help="Split and model seed."),
+) -> None:
+    """Refreshes the repository from new monitoring data; reports old vs new metrics."""
+    import time
+
+    from hetsched.tail.dataset import from_prometheus, write_dataset_csv
+    from hetsched.tail.regressors import ModelRepository
+
+    _, old_meta = ModelRepository(repo).load()
+    if prometheus:
+        now = time.time()
+        data = repo / "retrain-data.csv"
+        write_dataset_csv(from_prometheus(prometheus, now - range_s, now), data)
+    elif data is None:
+        raise HetschedError("give --data or --prometheus")
+    report = _train(data, repo, seed)
+    console.print(
+        f"previous {old_meta['version']} RMSLE {old_meta['metrics']['rmsle']:.4f} → "
+        f"{report['version']} RMSLE {report['tuned']['rmsle']:.4f}"
+    )
+
+
+def _scorer(repo: Path, live_prometheus: str):
+    from hetsched.tail.node_features import capacities_from_prometheus
+    from hetsched.tail.regressors import ModelRepository
+    from hetsched.tail.scoring import P90Scorer
+
+    fitted, _ = ModelRepository(repo).load()
+    live = (
+        {c.name: c for c in capacities_from_prometheus(live_prometheus)} if live_prometheus else {}
+    )
+    return P90Scorer(fitted, live)
+
+
+@app.command()
+def extender(
+    repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
+    port: int = typer.Option(8888, help="Port on 127.0.0.1."),
+    node_prometheus: str = typer.Option("", help="Prometheus with node_exporter metrics."),
+    duration_s: float = typer.Option(0.0, help="Stop after this long (0: run until Ctrl-C)."),
+    print_config: bool = typer.Option(False, help="Print a KubeSchedulerConfiguration and exit."),
+) -> None:
+    """Serves the scheduler extender (POST /filter, /prioritize) on 127.0.0.1."""
+    import time
+
+    from hetsched.tail.extender import SAMPLE_SCHEDULER_CONFIG, serve_in_thread
+
+    if print_config:
+        console.print(SAMPLE_SCHEDULER_CONFIG.replace("8888", str(port)), highlight=False)
+        return
+    server = serve_in_thread(_scorer(repo, node_prometheus), port)
+    console.print(f"extender on http://127.0.0.1:{server.server_address[1]}")
+    try:
+        time.sleep(duration_s) if duration_s else threading_wait()
+    finally:
+        server.shutdown()
+
+
+def threading_wait() -> None:
+    """Blocks until interrupted."""
+    import threading
+
+    threading.Event().wait()
+
+
+@app.command()
+def schedule(
+    api_server: str = typer.Option(..., help="Kubernetes API server URL (plain HTTP)."),
+    repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
+    scheduler_name: str = typer.Option("hetsched-tail", help="spec.schedulerName we serve."),
+    rounds: int = typer.Option(1, help="Watch rounds (each ends at the server's timeout)."),
+    node_prometheus: str = typer.Option("", help="Prometheus with node_exporter metrics."),
+) -> None:
+    """Stand-alone scheduler: watch our pending pods, bind each to its best predicted node."""
+    from hetsched.tail.kube import schedule_pending
+
+    bound = schedule_pending(api_server, _scorer(repo, node_prometheus), scheduler_name, rounds)
+    for pod, node in bound:
+        console.print(f"bound {pod} → {node}")
+    console.print(f"{len(bound)} pods bound")
+
+
+@app.command()
+def benchmark(
+    measured: Path = typer.Option(Path("runs/tail/measured.csv"), help="Harness CSV to calibrate."),
+    seeds: str = typer.Option("0,1,2,3,4", help="Comma-separated seeds."),
+    pods: int = typer.Option(10, help="Pods placed one after another."),
+    queries: int = typer.Option(1024, help="Single-stream queries per pod."),
+    slo_ms: float = typer.Option(0.0, help="P90 target for the SLO-violation rate (0: off)."),
+    out: Path = typer.Option(Path("runs/tail/benchmark"), help="Folder for JSON + plot."),
+) -> None:
+    """The paper's experiment on the Table I cluster: default scoring vs predicted-P90 scorer."""
+    import csv as csv_module
+
+    from hetsched.tail.benchmark import TABLE_I, plot_avg_np90, run_benchmark
+
+    if not measured.is_file():
+        raise HetschedError(f"no measured data at {measured}; run `hetsched tail measure` first")
+    with open(measured, newline="") as handle:
+        rows = [
+            {k: (v if k in ("model", "node") else float(v)) for k, v in r.items()}
+            for r in csv_module.DictReader(handle)
+        ]
+    seed_list = [int(s) for s in seeds.split(",")]
+    report = run_benchmark(rows, seed_list, pods, queries, slo_ms or None)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "benchmark.json").write_text(json.dumps(report, indent=2))
+    plot_avg_np90(report, out / "avg_np90.png")
+    table_rows = []
+    for r in report["seeds"]:
+        for scorer in ("default", "p90"):
+            row = {
+                "seed": r["seed"],
+                "scorer": scorer,
+                "mean AVG_NP90 ms": 1e3 * r[scorer]["mean_avg_np90_s"],
+                "mean pod P90 ms": 1e3 * r[scorer]["mean_pod_p90_s"],
+            }
+            for node in TABLE_I:
+                row[node.name] = r[scorer]["placement"].count(node.name)
+            if slo_ms:
+                row["SLO viol."] = r[scorer]["slo_violation_rate"]
+            table_rows.append(row)
+    _table("AVG_NP90 (eq. 16), pods per node", table_rows, list(table_rows[0]))
+    s = report["summary"]
+    console.print(
+        f"mean over seeds: default {1e3 * s['default']['mean_avg_np90']:.1f} ms, "
+        f"predicted-P90 {1e3 * s['p90']['mean_avg_np90']:.1f} ms → {out}"
+    )

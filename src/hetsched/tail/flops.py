@@ -1,4 +1,4 @@
-"""Model features of the paper's eqs. 1-5: FLOPs per inference and parameter size, for torch and ONNX.
+"""Model features of eqs. 1-5: FLOPs per inference and parameter size, for torch and ONNX.
 
 Counting rules (per sample, batch 1):
   - convolution (eq. 1): 2·IC·OC·KH·KW·OH·OW / groups. The paper's formula has no groups term; a
@@ -163,7 +163,6 @@ def onnx_features(name: str, model_proto) -> ModelFeatures:
         op = node.op_type
         if op == "Conv":
             oc, ic_per_group, *kernel = shapes[node.input[1]]
-            groups = next((a.i for a in node.attribute if a.name == "group"), 1)
             # eq. 1 / groups: IC = ic_per_group·groups, so 2·IC·OC·K·O/groups = 2·(IC/g)·OC·K·O
             totals["conv"] += (
                 2 * ic_per_group * oc * math.prod(kernel) * math.prod(out_shape(node)[2:])

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from hetsched.tail.node_features import local_capacity
 
 CONTENTION_PERIOD_S = 0.01
+# psutil sampling window for the node features at arrival (long enough to average out jitter).
+FEATURE_WINDOW_S = 1.0
 # Histogram buckets (s) reaching far above the worst tail, so histogram_quantile stays bounded.
 LATENCY_BUCKETS_S = (
     0.001,
@@ -144,7 +146,9 @@ def measure_one(model_name: str, node: EmulatedNode, duty: float, queries: int) 
     ctx = mp.get_context("spawn")
     with Contention(node.cores, duty):
         time.sleep(0.2)
-        capacity = local_capacity(node.name, list(node.cores), freq_ghz=node.freq_ghz)
+        capacity = local_capacity(
+            node.name, list(node.cores), window_s=FEATURE_WINDOW_S, freq_ghz=node.freq_ghz
+        )
         queue = ctx.Queue()
         worker = ctx.Process(
             target=_serve_single_stream, args=(model_name, node.cores, queries, queue)
@@ -202,3 +206,54 @@ class LatencyExporter:
 
     def close(self) -> None:
         self.server.shutdown()
+
+
+CSV_COLUMNS = (
+    "timestamp_s",
+    "model",
+    "size_mb",
+    "flops",
+    "node",
+    "cores",
+    "freq_ghz",
+    "contention_duty",
+    "u_cores",
+    "u_freq",
+    "cpu_eff",
+    "freq_eff_ghz",
+    "queries",
+    "mean_s",
+    "p90_s",
+)
+
+
+def measure_grid(
+    models: dict[str, int],
+    nodes: list[EmulatedNode],
+    duties: list[float],
+    repeats: int = 1,
+    exporter: LatencyExporter | None = None,
+) -> list[dict]:
+    """Measures every (model, node, duty) ``repeats`` times; ``models`` maps name -> queries."""
+    from rich.progress import track
+
+    points = [(m, n, d) for _ in range(repeats) for m in models for n in nodes for d in duties]
+    rows = []
+    for model, node, duty in track(points, description="measuring"):
+        row = measure_one(model, node, duty, models[model])
+        if exporter is not None:
+            exporter.record(row)
+        rows.append({k: row[k] for k in CSV_COLUMNS})
+    return rows
+
+
+def write_csv(rows: list[dict], path) -> None:
+    """Writes measurement rows with the fixed column order of :data:`CSV_COLUMNS`."""
+    import csv
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -1,8 +1,9 @@
 """Resolves a model reference from a deployment manifest (zoo name, file path or URL) to features.
 
-A pod asks for a model with the annotation ``hetsched.io/model`` (a zoo name such as ``resnet50``, a
-path to an ``.onnx`` or TorchScript ``.pt`` file, or an ``http(s)://`` / ``file://`` URL to one) and,
-for TorchScript files, ``hetsched.io/input-shape`` (e.g. ``1,3,224,224``). Anything unreadable or of
+A pod asks for a model with the annotation ``hetsched.io/model``: a zoo name such as ``resnet50``, a
+path to an ``.onnx`` file or to a whole module saved with ``torch.save`` (``.pt``), or an
+``http(s)://`` / ``file://`` URL to one; and,
+for ``.pt`` files, ``hetsched.io/input-shape`` (e.g. ``1,3,224,224``). Anything unreadable or of
 an unsupported kind raises :class:`HetschedError` with the reference in the message.
 """
 
@@ -66,18 +67,21 @@ def _file_features(ref: str, path: Path, input_shape: tuple[int, ...] | None) ->
         from hetsched.tail.flops import torch_features
 
         if input_shape is None:
-            raise HetschedError(f"model {ref!r}: TorchScript needs {SHAPE_ANNOTATION}")
+            raise HetschedError(f"model {ref!r}: a torch file needs {SHAPE_ANNOTATION}")
         try:
-            module = torch.jit.load(str(path), map_location="cpu")
+            # A whole pickled module (torch.save(model)): unpickling runs code; trusted files only.
+            module = torch.load(str(path), map_location="cpu", weights_only=False)
         except Exception as error:  # torch raises RuntimeError or pickling errors
-            raise DataError(f"model {ref!r} is not a readable TorchScript file: {error}") from error
+            raise DataError(f"model {ref!r} is not a readable torch file: {error}") from error
+        if not isinstance(module, torch.nn.Module) or isinstance(module, torch.jit.ScriptModule):
+            raise DataError(f"model {ref!r}: expected a pickled nn.Module (torch.save(model))")
         return torch_features(ref, module, input_shape)
     raise HetschedError(f"model {ref!r}: unsupported kind {path.suffix!r} (use .onnx or .pt)")
 
 
 @lru_cache(maxsize=64)
 def resolve_model_features(ref: str, input_shape: tuple[int, ...] | None = None) -> ModelFeatures:
-    """Features (eqs. 1-5, size) of a zoo name, file path or URL; cached because models are static."""
+    """Features (eqs. 1-5, size) of a zoo name, file path or URL; cached: models are static."""
     from hetsched.tail.zoo import MODELS
 
     if ref in MODELS:

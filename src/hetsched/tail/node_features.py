@@ -71,7 +71,7 @@ def utilisation_fractions(per_core_busy: list[float]) -> tuple[float, float]:
 def local_capacity(
     name: str, cores: list[int] | None = None, window_s: float = 0.3, freq_ghz: float | None = None
 ) -> NodeCapacity:
-    """Samples this machine's utilisation with psutil over ``window_s`` for a subset of its cores."""
+    """Samples this machine's utilisation with psutil over ``window_s`` on a subset of cores."""
     import psutil
 
     per_cpu = psutil.cpu_percent(interval=window_s, percpu=True)

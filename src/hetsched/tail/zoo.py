@@ -45,7 +45,7 @@ class Bottleneck(nn.Module):
 
 
 class ResNetBackbone(nn.Module):
-    """ResNet stem and four stages; returns the C3, C4, C5 feature maps (the detector needs them)."""
+    """ResNet stem and four stages; returns the C3, C4, C5 maps (the detector needs them)."""
 
     def __init__(self, blocks: tuple[int, int, int, int], width: int = 64) -> None:
         super().__init__()
@@ -89,7 +89,7 @@ class ResNetClassifier(nn.Module):
 
 
 class RetinaNetLike(nn.Module):
-    """One-stage detector after RetinaNet: ResNet backbone, FPN P3-P7, shared class and box heads."""
+    """One-stage detector after RetinaNet: ResNet backbone, FPN P3-P7, shared class/box heads."""
 
     def __init__(self, blocks=(3, 4, 6, 3), width=64, fpn_ch=256, classes=264, anchors=9) -> None:
         super().__init__()

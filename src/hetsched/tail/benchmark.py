@@ -1,0 +1,255 @@
+"""The paper's experiment (Sec. V): 10 inference pods placed one by one on the Table I cluster.
+
+Placement by (a) default kube-scheduler scoring — NodeResourcesFit LeastAllocated plus
+NodeResourcesBalancedAllocation, as upstream computes them, highest sum wins, ties broken at random
+— or (b) our predicted-P90 scorer. Then every pod runs single-stream queries concurrently with the
+others on its node; AVG_NP90 per node is eq. 16 and the SLO-violation rate is the share of pods
+whose P90 exceeds a target.
+
+Simulated node latency model, calibrated from measured rows (harness CSV):
+    log p90 = k + log FLOPs − α · log(cores_share · FREQ_eff / FREQ)
+where cores_share = min(threads, cores / pods_on_node) and every query gets lognormal noise with the
+residual spread of the fit. The regressor of (b) is trained on monitoring data of the same simulated
+cluster (random pod mixes), as the paper trains on its cluster's Prometheus data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.core.errors import DataError
+from hetsched.core.metrics import summarize
+from hetsched.tail.harness import p90
+from hetsched.tail.node_features import NodeCapacity
+
+POD_THREADS = 4
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class SimNode:
+    """A Table I worker: cores, clock and allocatable memory."""
+
+    name: str
+    cores: int
+    freq_ghz: float
+    memory_bytes: int
+
+
+TABLE_I = (
+    SimNode("node1", 4, 2.3, 6 * GIB),
+    SimNode("node2", 8, 2.3, 8 * GIB),
+    SimNode("node3", 12, 2.3, 16 * GIB),
+    SimNode("node4", 16, 2.3, 12 * GIB),
+)
+# Pod requests (cpu cores, memory bytes) as an inference deployment would declare them.
+POD_REQUESTS = {"resnet50": (1.0, 1 * GIB), "retinanet": (2.0, 2 * GIB)}
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """log p90 = k + log flops − α log(effective cores); noise σ per query (log scale)."""
+
+    k: float
+    alpha: float
+    sigma: float
+
+    def median_latency_s(self, flops: float, eff_cores: float) -> float:
+        return math.exp(self.k + math.log(flops) - self.alpha * math.log(max(eff_cores, 0.05)))
+
+
+def calibrate(rows: list[dict]) -> LatencyModel:
+    """Least-squares fit of the latency model to measured (flops, cpu share, p90) rows."""
+    if len(rows) < 3:
+        raise DataError(f"need at least 3 measured rows to calibrate, got {len(rows)}")
+    eff = np.array([max(r["cores"] * (1 - r["u_freq"]), 0.05) for r in rows], dtype=float)
+    y = np.log([r["p90_s"] for r in rows]) - np.log([r["flops"] for r in rows])
+    a = np.column_stack([np.ones(len(rows)), -np.log(eff)])
+    (k, alpha), *_ = np.linalg.lstsq(a, y, rcond=None)
+    sigma = float(np.std(y - a @ np.array([k, alpha])))
+    return LatencyModel(float(k), float(np.clip(alpha, 0.1, 1.0)), min(sigma, 0.5))
+
+
+def pod_eff_cores(node: SimNode, pods_on_node: int) -> float:
+    """Cores a pod effectively gets: its threads, shared evenly when the node is oversubscribed."""
+    return min(POD_THREADS, node.cores / max(pods_on_node, 1))
+
+
+def node_capacity(node: SimNode, pods_on_node: int) -> NodeCapacity:
+    """Eqs. 6-8 as a scheduler would observe them with ``pods_on_node`` pods running."""
+    busy = min(1.0, pods_on_node * POD_THREADS / node.cores)
+    return NodeCapacity(node.name, node.cores, node.freq_ghz, busy, busy)
+
+
+def default_score(node: SimNode, used: tuple[float, float], req: tuple[float, float]) -> float:
+    """kube-scheduler NodeResourcesFit (LeastAllocated) + NodeResourcesBalancedAllocation."""
+    cap = (node.cores, node.memory_bytes)
+    fractions = [min((u + r) / c, 1.0) for u, r, c in zip(used, req, cap, strict=True)]
+    least = sum((1 - f) * 100 for f in fractions) / 2
+    std = abs(fractions[0] - fractions[1]) / 2  # std of two fractions
+    balanced = (1 - std) * 100
+    return least + balanced
+
+
+def place(pods: list[str], features: dict, scorer, regressor, rng) -> list[int]:
+    """Places pods one after another; returns each pod's node index."""
+    counts = [0] * len(TABLE_I)
+    used = [(0.0, 0.0) for _ in TABLE_I]
+    placement = []
+    for model in pods:
+        req = POD_REQUESTS[model]
+        if scorer == "default":
+            scores = [default_score(n, used[i], req) for i, n in enumerate(TABLE_I)]
+        else:
+            f = features[model]
+            rows = []
+            for i, n in enumerate(TABLE_I):
+                cap = node_capacity(n, counts[i])
+                rows.append(
+                    {
+                        "size_mb": f.size_mb,
+                        "flops": f.flops,
+                        "cpu_eff": cap.cpu_eff,
+                        "freq_eff_ghz": cap.freq_eff_ghz,
+                    }
+                )
+            scores = list(-regressor.predict_p90_s(rows))
+        best = max(scores)
+        ties = [i for i, s in enumerate(scores) if abs(s - best) < 1e-9]
+        choice = int(rng.choice(ties))
+        placement.append(choice)
+        counts[choice] += 1
+        used[choice] = (used[choice][0] + req[0], used[choice][1] + req[1])
+    return placement
+
+
+def run_queries(pods, placement, features, latency: LatencyModel, queries: int, rng) -> list[float]:
+    """Single-stream P90 of each pod given its node's co-located pods."""
+    counts = np.bincount(placement, minlength=len(TABLE_I))
+    out = []
+    for model, node_idx in zip(pods, placement, strict=True):
+        node = TABLE_I[node_idx]
+        med = latency.median_latency_s(features[model].flops, pod_eff_cores(node, counts[node_idx]))
+        out.append(p90(list(med * rng.lognormal(0.0, latency.sigma, queries))))
+    return out
+
+
+def monitoring_rows(features, latency: LatencyModel, rng, samples: int = 400) -> list[dict]:
+    """Training data from the simulated cluster: random pod counts per node, observed P90."""
+    rows = []
+    models = list(features)
+    for t in range(samples):
+        node = TABLE_I[rng.integers(len(TABLE_I))]
+        others = int(rng.integers(0, 6))
+        model = models[rng.integers(len(models))]
+        cap = node_capacity(node, others)
+        med = latency.median_latency_s(features[model].flops, pod_eff_cores(node, others + 1))
+        rows.append(
+            {
+                "timestamp_s": float(t),
+                "model": model,
+                "node": node.name,
+                "size_mb": features[model].size_mb,
+                "flops": features[model].flops,
+                "cpu_eff": cap.cpu_eff,
+                "freq_eff_ghz": cap.freq_eff_ghz,
+                "p90_s": p90(list(med * rng.lognormal(0.0, latency.sigma, 200))),
+            }
+        )
+    return rows
+
+
+def run_benchmark(
+    measured: list[dict],
+    seeds: list[int],
+    pods_n: int = 10,
+    queries: int = 1024,
+    slo_ms: float | None = None,
+    regressor_name: str = "random_forest",
+) -> dict:
+    """Both scorers on the same pod sequence per seed; AVG_NP90 per node (eq. 16) and summaries."""
+    from hetsched.tail.models import resolve_model_features
+    from hetsched.tail.regressors import REGRESSORS, FittedRegressor, feature_matrix, log_target
+
+    latency = calibrate(measured)
+    features = {m: resolve_model_features(m) for m in POD_REQUESTS}
+    per_seed = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        train = monitoring_rows(features, latency, rng)
+        fitted = FittedRegressor(regressor_name, REGRESSORS.create(regressor_name, seed=seed))
+        fitted.estimator.fit(feature_matrix(train), log_target([r["p90_s"] for r in train]))
+        pods = [str(m) for m in rng.choice(list(POD_REQUESTS), size=pods_n)]
+        result = {"seed": seed, "pods": pods}
+        for scorer in ("default", "p90"):
+            placement = place(pods, features, scorer, fitted, np.random.default_rng(seed + 1))
+            p90s = run_queries(
+                pods, placement, features, latency, queries, np.random.default_rng(seed + 2)
+            )
+            avg_np90 = {}
+            for i, node in enumerate(TABLE_I):
+                on_node = [p for p, n in zip(p90s, placement, strict=True) if n == i]
+                if on_node:
+                    avg_np90[node.name] = sum(on_node) / len(on_node)  # eq. 16
+            result[scorer] = {
+                "placement": [TABLE_I[i].name for i in placement],
+                "pod_p90_s": p90s,
+                "avg_np90_s": avg_np90,
+                "mean_avg_np90_s": float(np.mean(list(avg_np90.values()))),
+                "mean_pod_p90_s": float(np.mean(p90s)),
+                "slo_violation_rate": (
+                    float(np.mean([p * 1e3 > slo_ms for p in p90s])) if slo_ms is not None else None
+                ),
+            }
+        per_seed.append(result)
+    summary = {
+        s: {
+            "mean_avg_np90": summarize([r[s]["mean_avg_np90_s"] for r in per_seed]).mean,
+            "mean_pod_p90": summarize([r[s]["mean_pod_p90_s"] for r in per_seed]).mean,
+        }
+        for s in ("default", "p90")
+    }
+    return {
+        "latency_model": latency.__dict__,
+        "seeds": per_seed,
+        "summary": summary,
+        "queries": queries,
+        "slo_ms": slo_ms,
+    }
+
+
+def plot_avg_np90(report: dict, path) -> None:
+    """Fig. 2-style bars: AVG_NP90 per node, default vs ours, averaged over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n.name for n in TABLE_I]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.38
+    for j, (scorer, colour) in enumerate((("default", "tab:blue"), ("p90", "tab:green"))):
+        vals = []
+        for name in names:
+            got = [
+                r[scorer]["avg_np90_s"][name]
+                for r in report["seeds"]
+                if name in r[scorer]["avg_np90_s"]
+            ]
+            vals.append(1e3 * float(np.mean(got)) if got else 0.0)
+        ax.bar(
+            np.arange(len(names)) + (j - 0.5) * width,
+            vals,
+            width,
+            color=colour,
+            label="default kube scoring" if scorer == "default" else "predicted-P90 scorer",
+        )
+    ax.set_xticks(np.arange(len(names)), names)
+    ax.set_ylabel("AVG_NP90 (ms), mean over seeds")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,141 @@
+"""Kubernetes scheduler extender over HTTP: ``POST /filter`` and ``POST /prioritize``.
+
+Speaks the upstream extender JSON (k8s.io/kube-scheduler/extender/v1): ExtenderArgs
+``{"Pod", "Nodes", "NodeNames"}`` in; ExtenderFilterResult ``{"Nodes", "NodeNames", "FailedNodes",
+"FailedAndUnresolvableNodes", "Error"}`` and HostPriorityList ``[{"Host", "Score"}]`` out.
+Filter drops nodes whose predicted P90 exceeds the pod's ``hetsched.io/p90-slo-ms`` annotation;
+prioritize maps predicted P90 to 0..10. A malformed request gets a 400 with a message; if the model
+cannot be resolved or predicted, prioritize answers neutral equal scores (the ``ignorable``
+contract: scheduling goes on without us).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from hetsched.core.errors import HetschedError
+from hetsched.tail.models import manifest_model_ref, resolve_model_features
+from hetsched.tail.scoring import (
+    MAX_EXTENDER_PRIORITY,
+    SLO_ANNOTATION,
+    P90Scorer,
+    capacity_from_node_object,
+    scores_from_p90,
+)
+
+NEUTRAL_SCORE = MAX_EXTENDER_PRIORITY // 2
+
+SAMPLE_SCHEDULER_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: default-scheduler
+extenders:
+  - urlPrefix: "http://127.0.0.1:8888"
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    weight: 5
+    nodeCacheCapable: false
+    enableHTTPS: false
+    ignorable: true
+    httpTimeout: 5s
+"""
+
+
+class BadRequestError(HetschedError):
+    """An extender request that does not follow the ExtenderArgs shape."""
+
+
+def _nodes_of(args: dict) -> list[dict]:
+    if not isinstance(args, dict) or not isinstance(args.get("Pod"), dict):
+        raise BadRequestError("ExtenderArgs needs a 'Pod' object")
+    nodes = args.get("Nodes")
+    if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
+        return nodes["items"]
+    names = args.get("NodeNames")
+    if isinstance(names, list):
+        return [{"metadata": {"name": n}} for n in names]
+    raise BadRequestError("ExtenderArgs needs 'Nodes.items' or 'NodeNames'")
+
+
+def _predict(scorer: P90Scorer, args: dict, nodes: list[dict]) -> dict[str, float]:
+    ref, shape = manifest_model_ref(args["Pod"])
+    model = resolve_model_features(ref, shape)
+    return scorer.predict(model, [capacity_from_node_object(n, scorer.live) for n in nodes])
+
+
+def handle_filter(scorer: P90Scorer, args: dict) -> dict:
+    """ExtenderFilterResult: nodes whose predicted P90 meets the pod's SLO (all, if none set)."""
+    nodes = _nodes_of(args)
+    annotations = args["Pod"].get("metadata", {}).get("annotations") or {}
+    slo = annotations.get(SLO_ANNOTATION)
+    failed: dict[str, str] = {}
+    error = ""
+    if slo is not None:
+        try:
+            p90 = _predict(scorer, args, nodes)
+            for name, p in p90.items():
+                if p * 1e3 > float(slo):
+                    failed[name] = f"predicted P90 {p * 1e3:.1f} ms > SLO {slo} ms"
+        except (HetschedError, ValueError) as err:
+            error = str(err)
+    kept = [n for n in nodes if n["metadata"]["name"] not in failed]
+    by_items = isinstance(args.get("Nodes"), dict)
+    return {
+        "Nodes": {"metadata": {}, "items": kept} if by_items else None,
+        "NodeNames": None if by_items else [n["metadata"]["name"] for n in kept],
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": {},
+        "Error": error,
+    }
+
+
+def handle_prioritize(scorer: P90Scorer, args: dict) -> list[dict]:
+    """HostPriorityList ordered as the nodes came in; neutral scores if prediction fails."""
+    nodes = _nodes_of(args)
+    names = [n["metadata"]["name"] for n in nodes]
+    try:
+        scores = scores_from_p90(_predict(scorer, args, nodes))
+    except Exception:  # any model failure → neutral, as the ignorable contract expects
+        scores = dict.fromkeys(names, NEUTRAL_SCORE)
+    return [{"Host": name, "Score": scores[name]} for name in names]
+
+
+def make_server(scorer: P90Scorer, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """The HTTP server (call ``serve_forever``; ``server_address`` gives the bound port)."""
+    routes = {"/filter": handle_filter, "/prioritize": handle_prioritize}
+
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, status: int, payload) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            route = routes.get(self.path.rstrip("/"))
+            if route is None:
+                self._reply(404, {"Error": f"no route {self.path}"})
+                return
+            try:
+                length = int(self.headers.get("Content-Length", 0))
+                args = json.loads(self.rfile.read(length) or b"null")
+                self._reply(200, route(scorer, args))
+            except (json.JSONDecodeError, BadRequestError) as error:
+                self._reply(400, {"Error": f"malformed extender request: {error}"})
+
+        def log_message(self, *args) -> None:
+            return
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def serve_in_thread(scorer: P90Scorer, port: int = 0) -> ThreadingHTTPServer:
+    """Starts the extender on 127.0.0.1 in a daemon thread (tests, benchmarks)."""
+    server = make_server(scorer, port=port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

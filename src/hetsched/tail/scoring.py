@@ -1,0 +1,60 @@
+"""Scores candidate nodes for a pod by predicted P90 (lower P90 → higher score, 0..10).
+
+Shared by the HTTP extender, the stand-alone scheduler loop and the benchmark, so all three rank
+nodes identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetsched.core.errors import HetschedError
+from hetsched.tail.flops import ModelFeatures
+from hetsched.tail.node_features import NodeCapacity
+
+MAX_EXTENDER_PRIORITY = 10
+FREQ_LABEL = "hetsched.io/cpu-freq-ghz"
+SLO_ANNOTATION = "hetsched.io/p90-slo-ms"
+
+
+def scores_from_p90(p90_s: dict[str, float]) -> dict[str, int]:
+    """Linear map: the lowest predicted P90 gets 10, the highest 0; all equal → all 10."""
+    lo, hi = min(p90_s.values()), max(p90_s.values())
+    if hi - lo <= 0:
+        return dict.fromkeys(p90_s, MAX_EXTENDER_PRIORITY)
+    return {n: round(MAX_EXTENDER_PRIORITY * (hi - p) / (hi - lo)) for n, p in p90_s.items()}
+
+
+def capacity_from_node_object(node: dict, live: dict[str, NodeCapacity]) -> NodeCapacity:
+    """A node's eq. 8 inputs: live telemetry if known, else its allocatable CPUs, idle."""
+    name = node["metadata"]["name"]
+    if name in live:
+        return live[name]
+    status = node.get("status") or {}
+    cpu = (status.get("allocatable") or status.get("capacity") or {}).get("cpu")
+    if cpu is None:
+        raise HetschedError(f"node {name!r} reports no cpu capacity")
+    cores = int(cpu[:-1]) // 1000 if str(cpu).endswith("m") else int(cpu)
+    labels = node["metadata"].get("labels") or {}
+    return NodeCapacity(name, cores, float(labels.get(FREQ_LABEL, 2.3)), 0.0, 0.0)
+
+
+@dataclass
+class P90Scorer:
+    """Predicts P90 for a model on each node with a fitted regressor and scores the nodes."""
+
+    regressor: object
+    live: dict[str, NodeCapacity] = field(default_factory=dict)
+
+    def predict(self, model: ModelFeatures, nodes: list[NodeCapacity]) -> dict[str, float]:
+        rows = [
+            {
+                "size_mb": model.size_mb,
+                "flops": model.flops,
+                "cpu_eff": n.cpu_eff,
+                "freq_eff_ghz": n.freq_eff_ghz,
+            }
+            for n in nodes
+        ]
+        preds = self.regressor.predict_p90_s(rows)
+        return {n.name: float(p) for n, p in zip(nodes, preds, strict=True)}

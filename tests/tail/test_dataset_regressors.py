@@ -1,0 +1,80 @@
+"""Eq. 15 smoothing, CSV loading, Table III comparison, grid search and the model repository."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hetsched.core.errors import DataError
+from hetsched.tail.dataset import load_csv, log_window_smooth, smooth_target
+from hetsched.tail.regressors import (
+    ModelRepository,
+    compare_regressors,
+    data_fingerprint,
+    rmse,
+    rmsle,
+    train_and_save,
+)
+
+from .conftest import write_rows_csv
+
+
+def test_eq15_log_window():
+    s = [1.0, 3.0, 7.0]
+    m = log_window_smooth(s, 2)
+    assert m[0] == pytest.approx(math.log(2))  # min(w, i) = 1 at i = 1
+    assert m[1] == pytest.approx((math.log(2) + math.log(4)) / 2)
+    assert m[2] == pytest.approx((math.log(4) + math.log(8)) / 2)
+    with pytest.raises(DataError):
+        log_window_smooth(s, 0)
+
+
+def test_smoothing_is_per_series_and_damps_outliers():
+    rows = [
+        {"timestamp_s": float(t), "model": "a", "node": "n", "p90_s": v}
+        for t, v in enumerate([0.1, 0.1, 5.0, 0.1])
+    ]
+    rows.append({"timestamp_s": 2.5, "model": "b", "node": "n", "p90_s": 9.0})
+    out = smooth_target(rows, 3)
+    a = [r["p90_s"] for r in out if r["model"] == "a"]
+    assert a[0] == pytest.approx(0.1) and a[2] < 5.0
+    assert next(r["p90_s"] for r in out if r["model"] == "b") == pytest.approx(9.0)
+
+
+def test_csv_errors_name_line_and_field(tmp_path, rows):
+    path = tmp_path / "d.csv"
+    bad = [dict(r) for r in rows[:3]]
+    bad[1]["flops"] = "lots"
+    write_rows_csv(bad, path)
+    with pytest.raises(DataError, match=r"d\.csv:3") as err:
+        load_csv(path)
+    assert "flops" in str(err.value)
+    with pytest.raises(DataError, match="not found"):
+        load_csv(tmp_path / "none.csv")
+
+
+def test_metrics():
+    y = np.array([1.0, 2.0])
+    assert rmse(y, y) == 0 and rmsle(y, y) == 0
+    assert rmsle(np.array([0.0]), np.array([math.e - 1])) == pytest.approx(1.0)
+
+
+def test_table_iii_and_repository(tmp_path, rows):
+    table = compare_regressors(rows, seed=0)
+    assert {r["regressor"] for r in table} == {"random_forest", "xgboost", "mlp"}
+    assert min(r["rmsle"] for r in table) < 0.2
+    assert all(r["rmse_ms"] > 0 and r["test_rows"] == 60 for r in table)
+    repo = ModelRepository(tmp_path / "m")
+    first = train_and_save(rows, repo, seed=0)
+    second = train_and_save(rows[:160], repo, seed=1)
+    assert (first["version"], second["version"]) == ("v0001", "v0002")
+    _, meta = repo.load()
+    assert meta["version"] == "v0002" and meta["data_fingerprint"] == data_fingerprint(rows[:160])
+    assert meta["features"] == ["size_mb", "flops", "cpu_eff", "freq_eff_ghz"]
+    old, _ = repo.load("v0001")
+    pred = old.predict_p90_s(rows[:5])
+    assert rmsle(np.array([r["p90_s"] for r in rows[:5]]) * 1e3, pred * 1e3) < 0.3
+    with pytest.raises(DataError, match="empty"):
+        ModelRepository(tmp_path / "empty").load()
