@@ -1,0 +1,119 @@
+"""Tiny-budget end-to-end runs of every `hetsched tail` command."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hetsched.cli import typer_app
+from hetsched.tail.kube import SCHEDULER_NAME, FakeApiServer
+
+from .conftest import write_rows_csv
+
+FIXTURES = Path(__file__).parent / "fixtures"
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    result = runner.invoke(typer_app, ["tail", *args])
+    return result
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["flops", "measure", "dataset", "train", "retrain", "extender", "schedule", "benchmark"],
+)
+def test_help(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_flops_and_bad_model():
+    result = invoke("flops", "cnn-s")
+    assert result.exit_code == 0 and "cnn-s" in result.output
+    bad = invoke("flops", "nosuchnet")
+    assert bad.exit_code != 0 and "unknown model" in str(bad.exception)
+
+
+def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
+    measured = tmp_path / "m.csv"
+    result = invoke(
+        "measure", "--models", "cnn-s:8", "--nodes", "0", "--duties", "0", "--out", str(measured)
+    )
+    assert result.exit_code == 0, result.output
+    assert "cnn-s" in measured.read_text()
+
+    synthetic = tmp_path / "s.csv"
+    write_rows_csv(rows, synthetic)
+    dataset = tmp_path / "d.csv"
+    assert (
+        invoke(
+            "dataset", "--csv", str(synthetic), "--out", str(dataset), "--smooth-window", "3"
+        ).exit_code
+        == 0
+    )
+    repo = tmp_path / "models"
+    result = invoke("train", "--data", str(dataset), "--repo", str(repo))
+    assert result.exit_code == 0, result.output
+    assert "random_forest" in result.output and (repo / "v0001" / "meta.json").is_file()
+    result = invoke("retrain", "--repo", str(repo), "--data", str(synthetic))
+    assert (
+        result.exit_code == 0
+        and "v0001" in result.output
+        and (repo / "latest").read_text() == "v0002"
+    )
+
+    out = tmp_path / "bench"
+    result = invoke(
+        "benchmark",
+        "--measured",
+        str(synthetic),
+        "--seeds",
+        "0",
+        "--queries",
+        "32",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "benchmark.json").read_text())["queries"] == 32
+    assert (out / "avg_np90.png").is_file()
+
+
+def test_extender_config_and_schedule(repo_dir):
+    result = invoke("extender", "--print-config", "--port", "9999")
+    assert (
+        'urlPrefix: "http://127.0.0.1:9999"' in result.output and "ignorable: true" in result.output
+    )
+    nodes = json.loads((FIXTURES / "extender_args_nodes.json").read_text())["Nodes"]["items"]
+    pod = json.loads((FIXTURES / "extender_args_nodes.json").read_text())["Pod"]
+    pod["spec"]["schedulerName"] = SCHEDULER_NAME
+    api = FakeApiServer(nodes, [pod])
+    try:
+        result = invoke("schedule", "--api-server", api.url, "--repo", str(repo_dir))
+        assert result.exit_code == 0, result.output
+        assert "1 pods bound" in result.output and len(api.bindings) == 1
+    finally:
+        api.close()
+
+
+def test_extender_serves_for_a_duration(repo_dir):
+    done = threading.Event()
+
+    def run() -> None:
+        invoke("extender", "--repo", str(repo_dir), "--port", "0", "--duration-s", "0.2")
+        done.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert done.is_set()
+
+
+def test_dataset_needs_one_source(tmp_path):
+    result = invoke("dataset", "--out", str(tmp_path / "x.csv"))
+    assert result.exit_code != 0 and "exactly one" in str(result.exception)
