@@ -56,5 +56,14 @@ class P90Scorer:
             }
             for n in nodes
         ]
-        preds = self.regressor.predict_p90_s(rows)
-        return {n.name: float(p) for n, p in zip(nodes, preds, strict=True)}
+        # Nodes of one shape and load share a prediction: predict each distinct row once.
+        keys = [tuple(r.values()) for r in rows]
+        unique = list(dict.fromkeys(keys))
+        preds = dict(
+            zip(
+                unique,
+                self.regressor.predict_p90_s([dict(zip(rows[0], k, strict=True)) for k in unique]),
+                strict=True,
+            )
+        )
+        return {n.name: float(preds[k]) for n, k in zip(nodes, keys, strict=True)}
