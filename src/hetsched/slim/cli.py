@@ -2,6 +2,164 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(no_args_is_help=True)
+
+
+# -- router and experiment (issue 4) ---------------------------------------------------------------
+
+
+def _scenario(config: Path | None, images: int | None, accuracy_table: str | None):
+    """The paper's 3-GPU scenario, optionally from a YAML file, with command-line overrides."""
+    from hetsched.core.config import load_config
+    from hetsched.slim.scenario import ScenarioConfig
+
+    scenario = load_config(config, ScenarioConfig) if config else ScenarioConfig()
+    updates = {"num_images": images, "accuracy_table": accuracy_table}
+    return scenario.model_copy(update={k: v for k, v in updates.items() if v is not None})
+
+
+def _seeds(seeds: str) -> list[int]:
+    from hetsched.core.errors import ConfigError
+
+    try:
+        return [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
+
+
+_SCENARIO_OPT = typer.Option(None, "--scenario", help="Scenario YAML (default: the paper's).")
+_IMAGES_OPT = typer.Option(None, "--images", help="Images per workload (episode).")
+_ACCURACY_OPT = typer.Option(
+    None, "--accuracy-table", help="'paper' (Tables I/II) or a measured accuracy-table JSON."
+)
+
+
+@app.command("train-router")
+def train_router_command(
+    preset: str = typer.Option("efficiency", help="Reward preset: efficiency or balanced."),
+    reward: Path | None = typer.Option(None, help="YAML with reward weights (overrides preset)."),
+    steps: int = typer.Option(12_000, help="Training decisions (PPO total timesteps)."),
+    rollout: int = typer.Option(1024, help="Decisions per PPO update."),
+    seed: int = typer.Option(0),
+    out: Path = typer.Option(Path("runs/router"), help="Folder for checkpoint and curves."),
+    scenario_file: Path | None = _SCENARIO_OPT,
+    images: int | None = _IMAGES_OPT,
+    accuracy_table: str | None = _ACCURACY_OPT,
+) -> None:
+    """Trains a PPO router in the simulated cluster; writes a checkpoint and training curves."""
+    import torch
+    from rich.console import Console
+
+    from hetsched.core.config import load_config
+    from hetsched.slim.experiment import training_clusters
+    from hetsched.slim.reward import RewardWeights, reward_weights
+    from hetsched.slim.router_training import PAPER_PPO, train_router
+    from hetsched.slim.scenario import encoder_for, mean_top1
+
+    torch.set_num_threads(1)
+    scenario = _scenario(scenario_file, images, accuracy_table)
+    weights = load_config(reward, RewardWeights) if reward else reward_weights(preset)
+    ppo = PAPER_PPO.model_copy(
+        update={
+            "seed": seed,
+            "total_timesteps": steps,
+            "num_steps": min(rollout, steps),
+            "num_minibatches": min(PAPER_PPO.num_minibatches, min(rollout, steps)),
+            "epsilon_decay_steps": max(1, int(0.66 * steps)),
+        }
+    )
+    trained = train_router(
+        training_clusters(scenario, seed),
+        encoder_for(scenario),
+        weights,
+        ppo,
+        mean_top1=mean_top1(scenario),
+        out_dir=out,
+        name=f"ppo-{preset if reward is None else reward.stem}",
+        metadata={"preset": preset, "scenario": scenario.model_dump()},
+        progress=True,
+    )
+    last = trained.history[-1] if trained.history else {}
+    mean_return = last.get("charts/mean_return", float("nan"))
+    Console().print(
+        f"trained {steps} decisions; last mean return {mean_return:.4f};"
+        f" checkpoint {trained.checkpoint}"
+    )
+
+
+@app.command("evaluate-router")
+def evaluate_router_command(
+    routers: list[str] = typer.Argument(
+        ..., help="Router names (random, round-robin, ...) and/or PPO checkpoint files."
+    ),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated evaluation seeds."),
+    out: Path = typer.Option(Path("runs/router-eval"), help="Folder for results.json."),
+    live: bool = typer.Option(False, help="Use the live backend (real devices, wall clock)."),
+    scenario_file: Path | None = _SCENARIO_OPT,
+    images: int | None = _IMAGES_OPT,
+    accuracy_table: str | None = _ACCURACY_OPT,
+) -> None:
+    """Evaluates routers on seeded workloads and prints Table III-V style tables."""
+    import json
+
+    import torch
+    from rich.console import Console
+
+    from hetsched.slim.experiment import evaluate_router
+    from hetsched.slim.report import aggregate, paper_table
+    from hetsched.slim.routers import ROUTERS
+
+    torch.set_num_threads(1)
+    scenario = _scenario(scenario_file, images, accuracy_table)
+    seed_list = _seeds(seeds)
+    console = Console()
+    results = {}
+    for name in routers:
+        path = Path(name)
+        runs = []
+        for seed in seed_list:
+            if path.suffix == ".pt" or path.is_file():
+                router = ROUTERS.create("ppo", checkpoint=path, seed=seed)
+            else:
+                router = ROUTERS.create(name, seed=seed)
+            runs.append(evaluate_router(scenario, router, seed, live=live))
+        label = path.stem if path.suffix == ".pt" else name
+        results[label] = aggregate(runs)
+        console.print(paper_table(label, results[label], results.get("random"), len(seed_list)))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    console.print(f"results: {out / 'results.json'}")
+
+
+@app.command("experiment")
+def experiment_command(
+    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds (train and evaluate per seed)."),
+    steps: int = typer.Option(12_000, help="Training decisions per PPO router."),
+    out: Path = typer.Option(Path("runs/slim-experiment"), help="Folder for JSON and plots."),
+    live: bool = typer.Option(False, help="Evaluate on the live backend (devices found here)."),
+    scenario_file: Path | None = _SCENARIO_OPT,
+    images: int | None = _IMAGES_OPT,
+    accuracy_table: str | None = _ACCURACY_OPT,
+) -> None:
+    """The paper's experiment: random vs PPO-efficiency vs PPO-balanced, Tables III-V."""
+    import torch
+
+    from hetsched.slim.experiment import run_experiment
+    from hetsched.slim.router_training import PAPER_PPO
+
+    torch.set_num_threads(1)
+    scenario = _scenario(scenario_file, images, accuracy_table)
+    rollout = min(PAPER_PPO.num_steps, steps)
+    ppo = PAPER_PPO.model_copy(
+        update={
+            "total_timesteps": steps,
+            "num_steps": rollout,
+            "num_minibatches": min(PAPER_PPO.num_minibatches, rollout),
+            "epsilon_decay_steps": max(1, int(0.66 * steps)),
+        }
+    )
+    run_experiment(scenario, _seeds(seeds), out, ppo=ppo, live=live)

@@ -1,0 +1,150 @@
+"""The paper's 3-GPU experiment (Tables III-V) as one function: train, evaluate, tabulate, plot.
+
+For each seed: train a PPO router with the ``efficiency`` preset (Table IV regime) and one with the
+``balanced`` preset (Table V regime) on training episodes of the scenario, then run the random
+baseline (Table III) and both routers on the same evaluation workload of that seed. Aggregate over
+seeds (mean and spread), print each table beside the paper's figures, save JSON and plots.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from hetsched.rl import PPOConfig
+from hetsched.slim.report import RunMetrics, aggregate, paper_table, run_metrics
+from hetsched.slim.reward import reward_weights
+from hetsched.slim.router_training import PAPER_PPO, train_router
+from hetsched.slim.routers import ROUTERS, Router
+from hetsched.slim.routers.ppo import PPORouter
+from hetsched.slim.scenario import ScenarioConfig, build_cluster, encoder_for, mean_top1
+
+TRAINING_SEED_OFFSET = 10_000
+"""Training episodes draw workloads from seeds offset by this, so no evaluation workload is seen."""
+
+PPO_PRESETS = ("efficiency", "balanced")
+
+
+def evaluate_router(
+    scenario: ScenarioConfig, router: Router, seed: int, *, live: bool = False
+) -> RunMetrics:
+    """Runs ``router`` on the scenario's workload for ``seed`` and returns the table metrics."""
+    cluster = build_cluster(scenario, seed, live=live)
+    start_s = cluster.clock.now_s()
+    cluster.run(router)
+    return run_metrics(cluster, start_s)
+
+
+def training_clusters(scenario: ScenarioConfig, seed: int) -> Callable[[int], Any]:
+    """Episode factory for training: each episode a fresh workload (seeded, disjoint from eval)."""
+    return lambda episode_seed: build_cluster(
+        scenario, TRAINING_SEED_OFFSET + seed * 1_000 + episode_seed % 1_000
+    )
+
+
+@dataclass
+class ExperimentResult:
+    """Per-policy runs and aggregates, as saved to ``results.json``."""
+
+    runs: dict[str, list[RunMetrics]]
+    aggregated: dict[str, dict[str, dict[str, float]]]
+    histories: dict[str, list[dict[str, float]]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runs": {k: [r.as_dict() for r in v] for k, v in self.runs.items()},
+            "aggregated": self.aggregated,
+            "training_histories": self.histories,
+        }
+
+
+def run_experiment(
+    scenario: ScenarioConfig,
+    seeds: list[int],
+    out_dir: Path,
+    *,
+    ppo: PPOConfig = PAPER_PPO,
+    baselines: tuple[str, ...] = ("random",),
+    live: bool = False,
+    console: Console | None = None,
+    progress: bool = True,
+) -> ExperimentResult:
+    """Trains the two PPO routers per seed, evaluates everything, prints Tables III-V.
+
+    ``live`` evaluates on the live backend (real devices, wall clock); training always runs in the
+    simulator, since a PPO budget of thousands of decisions is only affordable there.
+    """
+    console = console or Console()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[RunMetrics]] = {name: [] for name in baselines}
+    runs.update({f"ppo-{preset}": [] for preset in PPO_PRESETS})
+    histories: dict[str, list[dict[str, float]]] = {}
+    encoder = encoder_for(scenario)
+    for seed in seeds:
+        for name in baselines:
+            console.print(f"seed {seed}: evaluating {name}")
+            runs[name].append(
+                evaluate_router(scenario, ROUTERS.create(name, seed=seed), seed, live=live)
+            )
+        for preset in PPO_PRESETS:
+            console.print(f"seed {seed}: training ppo-{preset} ({ppo.total_timesteps} decisions)")
+            trained = train_router(
+                training_clusters(scenario, seed),
+                encoder,
+                reward_weights(preset),
+                ppo.model_copy(update={"seed": seed}),
+                mean_top1=mean_top1(scenario),
+                out_dir=out_dir / "routers",
+                name=f"ppo-{preset}-seed{seed}",
+                metadata={"preset": preset, "scenario": scenario.model_dump()},
+                progress=progress,
+            )
+            histories[f"ppo-{preset}-seed{seed}"] = trained.history
+            router = PPORouter(policy=trained.policy, encoder=encoder, seed=seed)
+            runs[f"ppo-{preset}"].append(evaluate_router(scenario, router, seed, live=live))
+    aggregated = {name: aggregate(policy_runs) for name, policy_runs in runs.items()}
+    result = ExperimentResult(runs, aggregated, histories)
+    baseline = aggregated.get("random")
+    for name in runs:
+        console.print(
+            paper_table(name, aggregated[name], baseline if name != "random" else None, len(seeds))
+        )
+    (out_dir / "results.json").write_text(
+        json.dumps(
+            {"scenario": scenario.model_dump(), "seeds": seeds, **result.as_dict()}, indent=1
+        )
+    )
+    plot_comparison(runs, out_dir / "comparison.png")
+    console.print(f"results: {out_dir / 'results.json'}; plots: {out_dir}")
+    return result
+
+
+def plot_comparison(runs: dict[str, list[RunMetrics]], path: Path) -> None:
+    """Bar charts of accuracy, mean latency and mean energy per policy (error bars: seed spread)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = list(runs)
+    panels = [
+        ("accuracy (%)", lambda r: r.accuracy_pct),
+        ("mean latency per image (s)", lambda r: r.latency_s.mean),
+        ("mean energy per image (J)", lambda r: r.energy_j.mean),
+        ("utilisation variance", lambda r: r.utilization_variance.mean),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    for axis, (label, get) in zip(axes, panels, strict=True):
+        values = [[get(r) for r in runs[name]] for name in names]
+        axis.bar(names, [np.mean(v) for v in values], yerr=[np.std(v) for v in values], capsize=3)
+        axis.set_title(label, fontsize=9)
+        axis.tick_params(axis="x", rotation=30, labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
