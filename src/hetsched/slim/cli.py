@@ -42,7 +42,7 @@ _ACCURACY_OPT = typer.Option(
 def train_router_command(
     preset: str = typer.Option("efficiency", help="Reward preset: efficiency or balanced."),
     reward: Path | None = typer.Option(None, help="YAML with reward weights (overrides preset)."),
-    steps: int = typer.Option(12_000, help="Training decisions (PPO total timesteps)."),
+    steps: int = typer.Option(30_000, help="Training decisions (PPO total timesteps)."),
     rollout: int = typer.Option(1024, help="Decisions per PPO update."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/router"), help="Folder for checkpoint and curves."),
@@ -107,16 +107,15 @@ def evaluate_router_command(
     import json
 
     import torch
-    from rich.console import Console
 
     from hetsched.slim.experiment import evaluate_router
-    from hetsched.slim.report import aggregate, paper_table
+    from hetsched.slim.report import aggregate, paper_table, results_console
     from hetsched.slim.routers import ROUTERS
 
     torch.set_num_threads(1)
     scenario = _scenario(scenario_file, images, accuracy_table)
     seed_list = _seeds(seeds)
-    console = Console()
+    console = results_console()
     results = {}
     for name in routers:
         path = Path(name)
@@ -138,7 +137,7 @@ def evaluate_router_command(
 @app.command("experiment")
 def experiment_command(
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds (train and evaluate per seed)."),
-    steps: int = typer.Option(12_000, help="Training decisions per PPO router."),
+    steps: int = typer.Option(30_000, help="Training decisions per PPO router."),
     out: Path = typer.Option(Path("runs/slim-experiment"), help="Folder for JSON and plots."),
     live: bool = typer.Option(False, help="Evaluate on the live backend (devices found here)."),
     scenario_file: Path | None = _SCENARIO_OPT,

@@ -17,7 +17,13 @@ from typing import Any
 from rich.console import Console
 
 from hetsched.rl import PPOConfig
-from hetsched.slim.report import RunMetrics, aggregate, paper_table, run_metrics
+from hetsched.slim.report import (
+    RunMetrics,
+    aggregate,
+    paper_table,
+    results_console,
+    run_metrics,
+)
 from hetsched.slim.reward import reward_weights
 from hetsched.slim.router_training import PAPER_PPO, train_router
 from hetsched.slim.routers import ROUTERS, Router
@@ -79,7 +85,7 @@ def run_experiment(
     ``live`` evaluates on the live backend (real devices, wall clock); training always runs in the
     simulator, since a PPO budget of thousands of decisions is only affordable there.
     """
-    console = console or Console()
+    console = console or results_console()
     out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[RunMetrics]] = {name: [] for name in baselines}
     runs.update({f"ppo-{preset}": [] for preset in PPO_PRESETS})

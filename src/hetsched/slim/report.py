@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 from rich.table import Table
 
 from hetsched.core.metrics import Summary, summarize
@@ -108,7 +109,12 @@ def aggregate(runs: list[RunMetrics]) -> dict[str, dict[str, float]]:
     }
 
 
-def _fmt(stat: dict[str, float], digits: int = 3) -> str:
+def results_console() -> Console:
+    """A console wide enough for the tables even when output goes to a file or pipe."""
+    return Console(width=None if Console().is_terminal else 110)
+
+
+def _fmt(stat: dict[str, float], digits: int = 4) -> str:
     """``mean±spread`` with ``digits`` significant digits for the mean."""
     return f"{stat['mean']:.{digits}g}±{stat['spread']:.2g}"
 
@@ -144,7 +150,7 @@ def paper_table(
 
     table.add_row(
         "accuracy (%)",
-        _fmt(aggregated["accuracy_pct"], 4),
+        _fmt(aggregated["accuracy_pct"]),
         "",
         paper_value("accuracy_pct", 0),
         "",
@@ -160,8 +166,8 @@ def paper_table(
     )
     table.add_row(
         "energy (J)",
-        _fmt(aggregated["energy_mean_j"], 2),
-        _fmt(aggregated["energy_std_j"], 2),
+        _fmt(aggregated["energy_mean_j"]),
+        _fmt(aggregated["energy_std_j"]),
         paper_value("energy_j", 0),
         paper_value("energy_j", 1),
         change("energy_mean_j"),
@@ -176,17 +182,17 @@ def paper_table(
     )
     table.add_row(
         "images completed",
-        _fmt(aggregated["images_completed"], 6),
+        _fmt(aggregated["images_completed"]),
         "",
         paper_value("throughput", 0),
         "",
         "",
     )
     table.add_row(
-        "images / s", _fmt(aggregated["images_per_s"], 4), "", "", "", change("images_per_s")
+        "images / s", _fmt(aggregated["images_per_s"]), "", "", "", change("images_per_s")
     )
     for q in ("p50", "p90", "p99"):
         table.add_row(f"latency {q} (s)", _fmt(aggregated[f"latency_{q}_s"]), "", "", "", "")
     for q in ("p50", "p90", "p99"):
-        table.add_row(f"energy {q} (J)", _fmt(aggregated[f"energy_{q}_j"], 4), "", "", "", "")
+        table.add_row(f"energy {q} (J)", _fmt(aggregated[f"energy_{q}_j"]), "", "", "", "")
     return table

@@ -20,7 +20,7 @@ from hetsched.slim.routers.ppo import StateEncoder, new_policy, save_router
 
 PAPER_PPO = PPOConfig(
     advantage="one_step",
-    total_timesteps=12_000,
+    total_timesteps=30_000,
     num_steps=1024,
     num_minibatches=4,
     update_epochs=3,
@@ -33,7 +33,7 @@ PAPER_PPO = PPOConfig(
     max_grad_norm=0.5,
     epsilon_max=0.3,
     epsilon_min=0.02,
-    epsilon_decay_steps=8_000,
+    epsilon_decay_steps=20_000,
     hidden_sizes=(64, 64),
 )
 """Router PPO defaults: the paper's ε 0.2, c_v 0.5, K = 3 and one-step returns; the rest is ours."""

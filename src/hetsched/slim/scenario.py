@@ -42,7 +42,7 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Network preset between servers (``hetsched.slim.network``)."""
     accuracy_table: str = "paper"
     """``paper`` (Tables I/II, nearest neighbour) or the path of a measured accuracy table."""
-    num_images: int = Field(400, ge=1)
+    num_images: int = Field(1000, ge=1)
     """Images per workload (one episode / one evaluation run)."""
     arrival: Literal["bursty", "poisson"] = "bursty"
     """Arrival process of images."""
