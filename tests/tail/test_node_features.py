@@ -29,14 +29,16 @@ def test_eqs_6_to_8():
 
 def test_utilisation_fractions():
     u_c, u_f = utilisation_fractions([1.0, 0.9, 0.1, 0.0])
-    assert u_c == 0.5 and u_f == pytest.approx(0.5)
+    assert u_c == pytest.approx(0.5) and u_f == pytest.approx(0.5)
+    assert utilisation_fractions([1.5, -0.2]) == (0.5, 0.5)  # clipped to [0, 1]
     with pytest.raises(DataError):
         utilisation_fractions([])
 
 
 def test_node_exporter_and_agent_payloads():
     cap = capacity_from_node_exporter("n1", {"0": 0.2, "1": 1.0}, {"0": 2.3e9, "1": 2.3e9})
-    assert cap.cores == 2 and cap.u_cores == 0.5 and cap.u_freq == pytest.approx(0.4)
+    assert cap.cores == 2 and cap.u_cores == pytest.approx(0.4) == cap.u_freq
+    assert cap.cpu_eff == pytest.approx(1.2)
     assert cap.freq_ghz == pytest.approx(2.3)
     got = capacity_from_agent_json({"name": "a", "freq_ghz": 3.0, "per_core_busy": [0.0, 1.0]})
     assert got.cpu_eff == 1.0 and got.freq_eff_ghz == pytest.approx(1.5)

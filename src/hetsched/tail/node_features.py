@@ -4,9 +4,11 @@
   eq. 7  FREQ_eff = FREQ · (1 − U_F)
   eq. 8  available capacity = {CPU_eff, FREQ_eff}
 
-The paper leaves U_C and U_F loose. Here U_C is the fraction of the node's cores that are "in use"
-(busy more than half of the sampling window) and U_F the mean busy fraction over the node's cores,
-i.e. the share of its clock cycles already consumed. Both lie in [0, 1].
+The paper leaves U_C and U_F loose. Here both come from per-core busy fractions b_c over a sampling
+window: U_C = Σ b_c / CPU (cores' worth of work in use, per core) and U_F = the same mean (the share
+of the node's clock cycles already consumed). A first version counted cores busy > 50 % as "in use";
+on measured data that flipped CPU_eff between 0 and CPU around half load and erased the difference
+between a 1-core and a 2-core node, so the graded share is used. Both lie in [0, 1].
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from hetsched.core.errors import DataError
-
-BUSY_CORE_THRESHOLD = 0.5
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,8 @@ def utilisation_fractions(per_core_busy: list[float]) -> tuple[float, float]:
     if not per_core_busy:
         raise DataError("no per-core utilisation given")
     busy = [min(max(b, 0.0), 1.0) for b in per_core_busy]
-    u_cores = sum(b > BUSY_CORE_THRESHOLD for b in busy) / len(busy)
-    return u_cores, sum(busy) / len(busy)
+    mean_busy = sum(busy) / len(busy)
+    return mean_busy, mean_busy
 
 
 def local_capacity(
