@@ -135,3 +135,62 @@ def test_running_std_matches_numpy_and_scaled_training_reports_raw_returns(bandi
     config = PPOConfig(total_timesteps=128, num_steps=64, scale_rewards=True, advantage="one_step")
     result = train(config, bandit_env())
     assert 0.0 <= result.history[-1]["charts/mean_return"] <= 1.0  # raw bandit payoffs
+
+
+class _QueueEnv:
+    """A masked, zero-padded queue of up to 6 jobs with 2 features; picking the job with the
+    largest first feature pays 1 (the shape of RLTune's per-job scoring decision)."""
+
+    def __init__(self):
+        import gymnasium as gym
+        import numpy as np
+
+        self.np = np
+        self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(12,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(6)
+        self.rng = np.random.default_rng(0)
+
+    def _obs(self):
+        n = int(self.rng.integers(2, 7))
+        self.jobs = self.np.zeros((6, 2), dtype=self.np.float32)
+        self.jobs[:n] = self.rng.random((n, 2))
+        self.mask = self.np.arange(6) < n
+        return self.jobs.ravel(), {"action_mask": self.mask}
+
+    def reset(self, *, seed=None, options=None):
+        return self._obs()
+
+    def step(self, action):
+        assert self.mask[action], "picked a padded slot"
+        best = int(self.np.argmax(self.np.where(self.mask, self.jobs[:, 0], -1)))
+        obs, info = self._obs()
+        return obs, float(action == best), False, False, info
+
+
+class _JobScorer(torch.nn.Module):
+    """Shared per-job scoring MLP over the padded queue + a critic (RLTune's agent shape)."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = torch.nn.Sequential(
+            torch.nn.Linear(2, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
+        )
+        self.critic = torch.nn.Linear(12, 1)
+
+    def get_action_and_value(self, obs, mask=None, action=None, epsilon=None):
+        from hetsched.rl import ActionAndValue, MaskedCategorical
+
+        logits = self.score(obs.view(-1, 6, 2)).squeeze(-1)
+        dist = MaskedCategorical(logits, mask)
+        if action is None:
+            action = dist.sample()
+        action = action.view(-1)
+        value = self.critic(obs).squeeze(-1)
+        return ActionAndValue(action, dist.log_prob(action), dist.entropy(), value)
+
+
+def test_train_accepts_a_custom_per_job_scoring_agent_over_a_masked_queue():
+    config = PPOConfig(total_timesteps=2048, num_steps=256, learning_rate=1e-2, gamma=0.0, seed=0)
+    result = train(config, _QueueEnv(), _JobScorer())
+    returns = [h["charts/mean_return"] for h in result.history]
+    assert returns[-1] > returns[0] + 0.2
