@@ -74,5 +74,6 @@ def test_factored_heads_shapes_joint_log_prob_and_masks():
     assert torch.allclose(parts[1], plain_width.log_prob(action[:, 1]))
     assert not torch.allclose(parts[0], MaskedCategorical(logits[:, :3]).log_prob(action[:, 0]))
     assert dist.entropy().shape == (6,)
+    assert dist.mode().shape == (6, 3) and (dist.mode()[:, 1] != 0).all()  # greedy respects masks
     with pytest.raises(ValueError, match="heads need 9"):
         FactoredCategorical(torch.zeros(1, 8), sizes)

@@ -60,7 +60,7 @@ class SegmentServer(Protocol):
         """Current queue length, power and utilisation."""
 
 
-class Clock(Protocol):
+class EventClock(Protocol):
     """The clock the cluster runs on: ``now_s`` plus scheduling and stepping (EventLoop-like)."""
 
     def now_s(self) -> float: ...
@@ -150,7 +150,7 @@ class SlimCluster:
     def __init__(
         self,
         servers: Sequence[SegmentServer],
-        clock: Clock,
+        clock: EventClock,
         transfer_time: TransferTime,
         accuracy: AccuracyOracle,
         config: ClusterConfig | None = None,
