@@ -33,11 +33,17 @@ def test_train_then_evaluate_router(tmp_path):
 
 
 def test_experiment_prints_tables_iii_to_v(tmp_path):
-    out = invoke("experiment", "--seeds", "0", "--steps", "64", "--out", str(tmp_path), *TINY)
+    out = invoke("experiment", "--seeds", "0", "--steps", "64", "--out", str(tmp_path),
+                 "--baselines", "random,least-loaded", *TINY)  # fmt: skip
     for table in ("Table III", "Table IV", "Table V"):
         assert table in out
     results = json.loads((tmp_path / "results.json").read_text())
-    assert set(results["aggregated"]) == {"random", "ppo-efficiency", "ppo-balanced"}
+    assert set(results["aggregated"]) == {
+        "random",
+        "least-loaded",
+        "ppo-efficiency",
+        "ppo-balanced",
+    }
     assert (tmp_path / "comparison.png").is_file()
 
 
@@ -47,4 +53,6 @@ def test_bad_seeds_and_unknown_router_are_clean_errors(tmp_path):
     result = runner.invoke(typer_app, ["slim", "experiment", "--seeds", "a,b"])
     assert isinstance(result.exception, ConfigError)
     result = runner.invoke(typer_app, ["slim", "evaluate-router", "fastest", *TINY])
+    assert isinstance(result.exception, UnknownNameError)
+    result = runner.invoke(typer_app, ["slim", "experiment", "--baselines", "random,fast"])
     assert isinstance(result.exception, UnknownNameError)

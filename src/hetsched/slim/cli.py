@@ -138,6 +138,9 @@ def evaluate_router_command(
 def experiment_command(
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds (train and evaluate per seed)."),
     steps: int = typer.Option(30_000, help="Training decisions per PPO router."),
+    baselines: str = typer.Option(
+        "random", help="Comma-separated baseline routers (random first: the Δ columns use it)."
+    ),
     out: Path = typer.Option(Path("runs/slim-experiment"), help="Folder for JSON and plots."),
     live: bool = typer.Option(False, help="Evaluate on the live backend (devices found here)."),
     scenario_file: Path | None = _SCENARIO_OPT,
@@ -161,4 +164,9 @@ def experiment_command(
             "epsilon_decay_steps": max(1, int(0.66 * steps)),
         }
     )
-    run_experiment(scenario, _seeds(seeds), out, ppo=ppo, live=live)
+    from hetsched.slim.routers import ROUTERS
+
+    names = tuple(name.strip() for name in baselines.split(",") if name.strip())
+    for name in names:
+        ROUTERS.get(name)  # an unknown name fails here, before any training
+    run_experiment(scenario, _seeds(seeds), out, ppo=ppo, baselines=names, live=live)
