@@ -101,3 +101,20 @@ def test_ppo_learns_to_prefer_slim_widths_under_an_efficiency_reward(fake_cluste
     assert int(width_probs.argmax()) == 0  # 0.25 is the most likely width
     returns = [h["charts/mean_return"] for h in result.history]
     assert returns[-1] > returns[0]
+
+
+def test_router_training_is_reproducible_per_seed(fake_cluster):
+    import torch
+
+    from hetsched.slim.router_training import train_router
+
+    encoder = StateEncoder(3, WIDTHS, GROUPS)
+    config = PPOConfig(advantage="one_step", total_timesteps=64, num_steps=32, seed=3)
+    weights = RewardWeights(beta=5.0)
+    runs = [
+        train_router(lambda s: fake_cluster(s, n_images=8), encoder, weights, config)
+        for _ in range(2)
+    ]
+    for a, b in zip(runs[0].policy.parameters(), runs[1].policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert runs[0].history == runs[1].history

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetsched.core.seeding import seed_everything
 from hetsched.rl import FactoredActorCritic, PPOConfig, train
 from hetsched.slim.cluster import SlimCluster
 from hetsched.slim.env import SlimRoutingEnv
@@ -67,6 +68,7 @@ def train_router(
     latest policy), ``<name>-curves.json`` and the plot ``<name>-curves.png``.
     """
     env = SlimRoutingEnv(make_cluster, encoder, weights, mean_top1)
+    seed_everything(ppo.seed)  # the initial weights too, so a run is reproducible per seed
     policy = new_policy(encoder, ppo.hidden_sizes)
     checkpoint = out_dir / f"{name}.pt" if out_dir is not None else None
     meta = {"reward": weights.model_dump(), **(metadata or {})}
