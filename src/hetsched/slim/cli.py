@@ -170,3 +170,75 @@ def experiment_command(
     for name in names:
         ROUTERS.get(name)  # an unknown name fails here, before any training
     run_experiment(scenario, _seeds(seeds), out, ppo=ppo, baselines=names, live=live)
+
+
+# -- model: training and accuracy table (issue 2) --------------------------------------------------
+
+
+@app.command("train")
+def train_command(
+    data: str = typer.Option(
+        "digits", help="digits (32x32), digits:SIZE, or cifar100:PATH (a cifar-100-python folder)."
+    ),
+    epochs: int = typer.Option(5, help="Passes over the training split."),
+    batch_size: int = typer.Option(32, help="Images per step."),
+    optimizer: str = typer.Option("adamw", help="adamw or sgd (Nesterov momentum 0.9)."),
+    lr: float = typer.Option(2e-3, help="Peak learning rate of the cosine schedule."),
+    weight_decay: float = typer.Option(0.05, help="Weight decay."),
+    random_tuples: int = typer.Option(2, help="Random width tuples per step (sandwich rule)."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+    seed: int = typer.Option(0, help="Seed of weights, batches and width draws."),
+    limit: int | None = typer.Option(None, help="Use only the first N train and test images."),
+    resume: bool = typer.Option(False, help="Continue from OUT/checkpoint.pt."),
+    out: Path = typer.Option(Path("runs/slim-model"), help="Folder for checkpoint and costs."),
+) -> None:
+    """Trains the slimmable SlimResNet (sandwich rule, in-place distillation, cosine LR)."""
+    from hetsched.core.config import validate_config
+    from hetsched.slim.data import load_dataset
+    from hetsched.slim.pipeline import train_with_progress
+    from hetsched.slim.train import TrainConfig
+
+    config = validate_config(
+        {
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "optimizer": optimizer,
+            "lr": lr,
+            "weight_decay": weight_decay,
+            "random_tuples": random_tuples,
+            "seed": seed,
+        },
+        TrainConfig,
+        "command line",
+    )
+    dataset = load_dataset(data).limited(limit)
+    train_with_progress(dataset, config, out, device=device, resume=resume)
+
+
+@app.command("accuracy")
+def accuracy_command(
+    checkpoint: Path = typer.Option(..., help="A checkpoint written by `hetsched slim train`."),
+    out: Path = typer.Option(Path("runs/slim-model"), help="Folder for accuracy_table.json."),
+    data: str | None = typer.Option(None, help="Data set (default: the one trained on)."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+    batch_size: int = typer.Option(128, help="Test images per batch."),
+    limit: int | None = typer.Option(None, help="Use only the first N test images."),
+) -> None:
+    """Measures top-1 of all 256 width tuples; prints Tables I/II beside the paper's numbers."""
+    from rich.console import Console
+
+    from hetsched.slim.checkpoint import load_checkpoint, model_from_checkpoint
+    from hetsched.slim.data import load_dataset
+    from hetsched.slim.pipeline import measure_with_progress, paper_tables
+    from hetsched.slim.train import resolve_device
+
+    torch_device = resolve_device(device)
+    payload = load_checkpoint(checkpoint, str(torch_device))
+    model = model_from_checkpoint(payload, checkpoint).to(torch_device).eval()
+    dataset = load_dataset(data or payload["config"]["data"]).limited(limit)
+    console = Console()
+    table = measure_with_progress(
+        model, dataset, out, batch_size=batch_size, source=dataset.name, console=console
+    )
+    for rich_table in paper_tables(table):
+        console.print(rich_table)
