@@ -126,7 +126,7 @@ def paper_tables(table: AccuracyTable) -> list[Table]:
     tables = []
     for title, paper in (
         ("Table I: top-1 at uniform widths (w1=w2=w3=w4)", PAPER_TABLE_I),
-        ("Table II: top-1 at the paper's mixed widths (w1, w2, w3, w4)", PAPER_TABLE_II),
+        ("Table II: top-1 at the paper's mixed widths", PAPER_TABLE_II),
     ):
         rich_table = Table(title=title, caption=f"measured on {table.source}; paper on CIFAR-100")
         rich_table.add_column("widths", no_wrap=True)

@@ -102,7 +102,7 @@ def _soft_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor) -> tor
     return -(target_probs * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
 
 
-def _sandwich_step(
+def sandwich_step(
     model: SlimResNet, x: torch.Tensor, y: torch.Tensor, rng: random.Random, config: TrainConfig
 ) -> tuple[float, float]:
     """One step's forward/backward passes (gradients accumulate); returns (CE, distill) losses."""
@@ -203,7 +203,7 @@ def train_slimresnet(
                 x = augment_batch(x, generator)
             x, y = x.to(torch_device), dataset.train_labels[batch].to(torch_device)
             optimizer.zero_grad(set_to_none=True)
-            loss, distill = _sandwich_step(model, x, y, rng, config)
+            loss, distill = sandwich_step(model, x, y, rng, config)
             optimizer.step()
             scheduler.step()
             losses.append(loss)
