@@ -16,6 +16,7 @@ from hetsched.slim.model import (
     WIDTHS,
     SlimResNet,
     extract_segment,
+    input_width,
 )
 
 ALL_TUPLES = list(itertools.product(WIDTHS, repeat=NUM_SEGMENTS))
@@ -94,6 +95,15 @@ def test_extracted_segment_holds_only_its_slice(model) -> None:
     quarter = extract_segment(model, 1, 0.25)
     assert sum(p.numel() for p in quarter.parameters()) < full / 3
     assert quarter.segment == 1 and quarter.width == 0.25
+
+
+def test_input_width_is_read_from_the_channel_count(model, images) -> None:
+    assert input_width(0, 3) == 1.0
+    with torch.no_grad():
+        x = model.segment(0, 0.75)(images)
+    assert input_width(1, x.shape[1]) == 0.75
+    with pytest.raises(ValueError, match="no width of segment 3"):
+        input_width(2, 100)
 
 
 def test_extracted_segment_accepts_any_previous_width(model) -> None:

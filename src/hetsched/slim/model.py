@@ -46,6 +46,24 @@ def segment_input_channels(segment: int, in_channels: int = 3) -> int:
     return in_channels if segment == 0 else STAGE_CHANNELS[segment - 1]
 
 
+def input_width(segment: int, channels: int, widths: Sequence[float] = WIDTHS) -> float:
+    """The width an activation entering ``segment`` was produced at, from its channel count.
+
+    Raises:
+        ValueError: If no width of ``widths`` gives ``channels`` (e.g. a tensor for another
+            segment).
+    """
+    if segment == 0:
+        return INPUT_WIDTH
+    base = STAGE_CHANNELS[segment - 1]
+    for width in widths:
+        if channel_count(base, width) == channels:
+            return float(width)
+    raise ValueError(
+        f"{channels} channels are no width of segment {segment + 1}'s input ({base} x {tuple(widths)})"
+    )
+
+
 class BasicBlock(nn.Module):
     """Two 3x3 convolutions with a residual connection (a 1x1 projection when downsampling)."""
 
