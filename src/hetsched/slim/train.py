@@ -156,34 +156,33 @@ def train_slimresnet(
         DataError: If ``resume`` finds no readable checkpoint.
     """
     torch_device = resolve_device(device)
-    seed_everything(config.seed)  # the initial weights depend on the seed
-    model = SlimResNet(dataset.num_classes).to(torch_device)
-    optimizer = _optimizer(model, config)
-    steps_per_epoch = -(-len(dataset.train_labels) // config.batch_size)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-        optimizer, T_max=config.epochs * steps_per_epoch
-    )
     run_config = {
         "train": config.model_dump(),
         "data": dataset.name,
         "train_images": len(dataset.train_labels),
     }
     checkpoint_path = Path(out_dir) / CHECKPOINT_NAME
+    payload = load_checkpoint(checkpoint_path, str(torch_device)) if resume else None
+    if payload is not None and payload["config"] != run_config:
+        raise ConfigError(
+            f"{checkpoint_path}: --resume needs the same run; checkpoint has"
+            f" {payload['config']}, this run {run_config}"
+        )
+    seed_everything(config.seed)  # the initial weights depend on the seed
+    if payload is None:
+        model = SlimResNet(dataset.num_classes)
+    else:
+        model = model_from_checkpoint(payload, checkpoint_path)
+    model = model.to(torch_device)
+    optimizer = _optimizer(model, config)
+    steps_per_epoch = -(-len(dataset.train_labels) // config.batch_size)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+        optimizer, T_max=config.epochs * steps_per_epoch
+    )
     history: list[EpochStats] = []
     start_epoch = 0
-    if resume:
-        payload = load_checkpoint(checkpoint_path, str(torch_device))
-        if payload["config"] != run_config:
-            raise ConfigError(
-                f"{checkpoint_path}: --resume needs the same run; checkpoint has"
-                f" {payload['config']}, this run {run_config}"
-            )
-        model = model_from_checkpoint(payload, checkpoint_path).to(torch_device)
-        optimizer = _optimizer(model, config)
+    if payload is not None:
         optimizer.load_state_dict(payload["optimizer"])
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=config.epochs * steps_per_epoch
-        )
         scheduler.load_state_dict(payload["scheduler"])
         history = [EpochStats(**h) for h in payload["history"]]
         start_epoch = int(payload["epoch"])
