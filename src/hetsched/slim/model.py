@@ -60,7 +60,8 @@ def input_width(segment: int, channels: int, widths: Sequence[float] = WIDTHS) -
         if channel_count(base, width) == channels:
             return float(width)
     raise ValueError(
-        f"{channels} channels are no width of segment {segment + 1}'s input ({base} x {tuple(widths)})"
+        f"{channels} channels are no width of segment {segment + 1}'s input "
+        f"({base} x {tuple(widths)})"
     )
 
 
