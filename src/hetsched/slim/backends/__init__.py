@@ -1,0 +1,1 @@
+"""Device backends of the greedy executor: simulated (event loop) and live (PyTorch)."""
