@@ -1,0 +1,97 @@
+"""Utilisation and memory readers of a live device: what CANLOAD (Algorithm 1 lines 14-18) reads.
+
+* GPUs: NVML's utilisation rate (the share of the last sample period a kernel ran, the paper's
+  "GPU util") and NVML's used and total memory (whole device; the live backend reports
+  ``torch.cuda.memory_allocated`` instead, the memory of its own instances).
+* CPU: the busy share of the cores between two reads, from ``psutil`` (``/proc/stat`` on Linux),
+  either of the whole machine (``scope="system"``: what a utilisation block threshold should see)
+  or of this process (``scope="process"``: what ``hetsched slim profile`` attributes to a batch).
+
+Every reader has a ``source`` naming where its figures come from.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any, Literal, Protocol
+
+from hetsched.core.errors import ConfigError
+from hetsched.core.nvml import nvml_handle
+
+MIN_INTERVAL_S = 0.005
+"""Below this interval a CPU reading is mostly clock-tick noise; the previous value is kept."""
+
+
+class UtilizationReader(Protocol):
+    """Anything that reports a device's utilisation in percent."""
+
+    source: str
+
+    def utilization_pct(self) -> float | None:
+        """The latest utilisation in percent (0-100), or None before there is one."""
+        ...
+
+
+def _psutil() -> Any:
+    try:
+        return importlib.import_module("psutil")
+    except ImportError:
+        raise ConfigError("CPU utilisation needs psutil: pip install 'hetsched[live]'") from None
+
+
+class CpuUtilization:
+    """Busy share of the CPU cores since the previous read (the first read: since creation).
+
+    Args:
+        scope: ``system`` counts every process's busy time (over all cores); ``process`` counts
+            only this process's CPU time, divided by the cores' wall time.
+    """
+
+    def __init__(self, scope: Literal["system", "process"] = "system") -> None:
+        self._psutil = _psutil()
+        self.scope = scope
+        self.source = f"psutil-{scope}"
+        self._cores = self._psutil.cpu_count() or 1
+        self._process = self._psutil.Process() if scope == "process" else None
+        self._last = self._sample()
+        self._last_pct: float | None = None
+
+    def _sample(self) -> tuple[float, float]:
+        """(busy core-seconds, elapsed core-seconds) as cumulative counters."""
+        if self._process is not None:
+            times = self._process.cpu_times()
+            return times.user + times.system, time.monotonic() * self._cores
+        times = self._psutil.cpu_times()
+        idle = times.idle + getattr(times, "iowait", 0.0)
+        total = sum(times)
+        return total - idle, total
+
+    def utilization_pct(self) -> float | None:
+        """Mean busy share in percent since the previous read."""
+        busy, total = self._sample()
+        d_busy, d_total = busy - self._last[0], total - self._last[1]
+        if d_total < MIN_INTERVAL_S * self._cores:
+            return self._last_pct
+        self._last = (busy, total)
+        self._last_pct = min(100.0, max(0.0, 100.0 * d_busy / d_total))
+        return self._last_pct
+
+
+class NvmlUtilization:
+    """NVML's GPU utilisation rate of CUDA device ``cuda_index`` (the driver's last sample)."""
+
+    def __init__(self, cuda_index: int) -> None:
+        self._pynvml, self._handle = nvml_handle(cuda_index)
+        self.source = "nvml"
+
+    def utilization_pct(self) -> float | None:
+        return float(self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+
+    def memory_used_bytes(self) -> int:
+        """Device memory used by every process (NVML)."""
+        return int(self._pynvml.nvmlDeviceGetMemoryInfo(self._handle).used)
+
+    def memory_total_bytes(self) -> int:
+        """The device's memory (NVML)."""
+        return int(self._pynvml.nvmlDeviceGetMemoryInfo(self._handle).total)
