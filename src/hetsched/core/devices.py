@@ -34,6 +34,9 @@ class DeviceSpec(StrictModel, use_attribute_docstrings=True):
     memory_bytes: int = Field(gt=0)
     """Device memory (VRAM; host memory for a CPU): the ceiling for the executor's M_max."""
     memory_bandwidth_bytes_per_s: float = Field(gt=0)
+    host_to_device_bytes_per_s: float = Field(default=12e9, gt=0)
+    """Copy rate of weights when an instance is loaded (PCIe 3.0 x16 in practice; a CPU's
+    memory copy)."""
     idle_power_w: float = Field(ge=0)
     max_power_w: float = Field(gt=0)
     launch_overhead_s: float = Field(default=0.0015, ge=0)
@@ -80,6 +83,7 @@ DEVICES: dict[str, DeviceSpec] = {
             achieved_fraction=0.8,
             memory_bytes=8 * GIB,
             memory_bandwidth_bytes_per_s=20e9,
+            host_to_device_bytes_per_s=20e9,
             idle_power_w=10.0,
             max_power_w=35.0,
             launch_overhead_s=0.0003,

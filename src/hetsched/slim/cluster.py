@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -44,6 +44,8 @@ class ServerTelemetry:
 
 SegmentDone = Callable[[float], None]
 """Called by a server when a submitted segment finished, with the width it actually ran."""
+SegmentOutputDone = Callable[[float, Any], None]
+"""Called instead when the request carried a payload: the width it ran and the segment's output."""
 
 
 class SegmentServer(Protocol):
@@ -52,9 +54,18 @@ class SegmentServer(Protocol):
     name: str
 
     def submit(
-        self, segment: int, width: float, prev_width: float | None, done: SegmentDone
+        self,
+        segment: int,
+        width: float,
+        prev_width: float | None,
+        done: SegmentDone | SegmentOutputDone,
+        payload: Any = None,
     ) -> None:
-        """Enqueues one segment request (key (segment, width, prev_width)); ``done`` on finish."""
+        """Enqueues one segment request (key (segment, width, prev_width)); ``done`` on finish.
+
+        Without a payload (simulation) ``done(executed_width)``; with one (the activation, live)
+        ``done(executed_width, output)``. Callers pass ``payload`` only when they have one.
+        """
 
     def telemetry(self) -> ServerTelemetry:
         """Current queue length, power and utilisation."""
@@ -97,6 +108,9 @@ class ImageRequest:
     """Server holding its activation (None: still at the router's host)."""
     energy_j: float = 0.0
     """Σ over its segments of P̄ · L (eq. 7's E), so an image's energy ≈ mean power × latency."""
+    payload: Any = None
+    """Its current activation when servers compute for real (the image, then each segment's
+    output); None in simulation."""
 
 
 @dataclass
@@ -214,9 +228,13 @@ class SlimCluster:
         )
 
     def next_state(self) -> RouterState | None:
-        """Advances time until the router has a head block to place; None when nothing is left."""
+        """Advances time until the router has a head block to place; None when nothing is left.
+
+        It stops as soon as the last scheduled image completes, so the clock reads the makespan
+        (servers may still hold timers, e.g. an executor's idle-unload timer).
+        """
         while not (self.fifo and self.clock.now_s() >= self._router_free_s):
-            if not self.clock.step():
+            if self.done or not self.clock.step():
                 return None
         return self.state()
 
@@ -258,12 +276,21 @@ class SlimCluster:
 
         def submit() -> None:
             self._in_transit[server] -= 1
-            self.servers[server].submit(
-                request.segment,
-                width,
-                prev_width,
-                lambda executed_width: self._segment_done(block, request, server, executed_width),
-            )
+            target = self.servers[server]
+            if request.payload is None:
+                target.submit(
+                    request.segment,
+                    width,
+                    prev_width,
+                    lambda width_run: self._segment_done(block, request, server, width_run),
+                )
+                return
+
+            def output_done(executed_width: float, output: Any) -> None:
+                request.payload = output
+                self._segment_done(block, request, server, executed_width)
+
+            target.submit(request.segment, width, prev_width, output_done, payload=request.payload)
 
         self._in_transit[server] += 1
         if delay_s > 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ class ExecutorBackend(Protocol):
     """
 
     name: str
+    memory_bytes: int
+    """Device memory (VRAM_tot of line 14): the executor's M_max when its config sets none."""
 
     def instance_bytes(self, segment: int, width: float) -> int:
         """Estimated device bytes of one (segment, width) instance: CANLOAD's estimate (line 14)."""
@@ -73,3 +75,16 @@ class ExecutorBackend(Protocol):
         instance may be wider than ``key.width`` (FINDFREEBESTFIT picks the smallest width >=
         the requested one), never narrower.
         """
+
+
+@runtime_checkable
+class EnergyReporter(Protocol):
+    """Optional for a backend: an energy counter the executor's telemetry reports (the
+    simulator's exact integral of its power model; NVML's or RAPL's counter live). Without one,
+    the executor reports energy as unavailable rather than guessing."""
+
+    energy_source: str
+    """Where the figure comes from (``model``, ``nvml``, ``rapl``, ...): printed beside it."""
+
+    def energy_j(self) -> float:
+        """Energy used since the backend was created, in joules."""

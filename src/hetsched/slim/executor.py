@@ -1,0 +1,406 @@
+"""The greedy segment-slim executor: Algorithm 1 of the Slim Scheduler paper, on one server.
+
+One implementation for both worlds (ARCHITECTURE.md principle 2): it drives an
+:class:`~hetsched.slim.backends.base.ExecutorBackend` (simulated or live) and reads time only
+from the clock it is given (anything with ``now_s()`` and ``schedule_in(delay_s, callback)``: the
+simulated :class:`~hetsched.core.events.EventLoop` or a real-time loop). The paper's executor is a
+thread that loops forever (``LOOP``, ``UNLOADERLOOP``); this one is single-threaded and
+event-driven: it runs the loop body whenever something can have changed (a ``submit``, a batch's
+end, an unload) and stops when the head of the FIFO cannot run (line 9), so it never spins.
+A backend calls a batch's ``done`` later on the clock's thread, never from inside ``run_batch``.
+
+Interpretation of the knobs, where the paper leaves room:
+
+* FIFO: requests are served strictly in arrival order of their head key; a batch takes up to
+  B_max requests of the head's key (segment, w_req, w_prev), oldest first (lines 3-4).
+* FINDFREEBESTFIT (lines 5, 11-12): a free instance of the segment with the smallest width
+  >= w_req; an instance runs any previous width (its first convolutions keep every input channel).
+* Scale-up (lines 6-7, section III.A "instantiating up to N_new additional instances for key k"):
+  when no free instance fits, the executor loads one instance of (s, w_req) if none is loaded;
+  if some are loaded but busy, it loads up to N_new more only once the head key's queue has
+  reached Q_th, otherwise the head waits for a busy instance (that wait is what forms batches).
+  Every load passes CANLOAD (lines 13-20): the instance's bytes on top of the device's VRAM in
+  use within M_max, and the latest utilisation below U_blk.
+* Requeue (line 9): a batch is only taken from the FIFO once an instance is found, so "requeue to
+  the front" is "leave it there"; the loop body runs again on the next batch end or unload (or,
+  when nothing of this executor runs, after ``blocked_retry_s``: a live device can be busy with
+  other work).
+* UNLOADERLOOP (lines 21-25): one timer at the earliest moment an idle instance reaches t_idle.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pydantic import Field, field_validator
+
+from hetsched.core.config import StrictModel
+from hetsched.core.errors import ConfigError
+from hetsched.slim.backends.base import EnergyReporter, ExecutorBackend, SegmentKey
+from hetsched.slim.cluster import SegmentDone, ServerTelemetry
+from hetsched.slim.telemetry import ExecutorTelemetry
+
+IMAGE_WIDTH = 1.0
+"""The previous width of segment 0's input (the whole image)."""
+
+
+class ExecutorConfig(StrictModel, use_attribute_docstrings=True):
+    """The knobs of Algorithm 1 (r, B_max, M_max, U_blk, t_idle, Q_th, N_new, W), paper meaning."""
+
+    arrival_rate_per_s: float = Field(400.0, gt=0)
+    """r: segment requests per second the server is driven at. The executor reacts to arrivals
+    as they come; ``hetsched slim run-server``'s workload generator draws them at this rate."""
+    max_batch: int = Field(16, ge=1)
+    """B_max: most requests of one key in a batch."""
+    vram_cap_bytes: int | None = Field(None, gt=0)
+    """M_max: device memory the executor may fill with instances (None: the whole device)."""
+    util_block_pct: float = Field(95.0, gt=0, le=100)
+    """U_blk: no instance is loaded while the latest utilisation is at or above this."""
+    idle_unload_s: float = Field(2.0, gt=0)
+    """t_idle: an instance idle this long is offloaded."""
+    scale_queue_threshold: int = Field(32, ge=1)
+    """Q_th: queue length of the head key at which more instances of it are loaded."""
+    scale_max_new: int = Field(2, ge=1)
+    """N_new: most instances loaded in one scale-up."""
+    widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    """W: the slimming set (widths instances and requests may have)."""
+    blocked_retry_s: float = Field(0.005, gt=0)
+    """When the head cannot run and nothing of this executor is running, look again after this."""
+    sample_interval_s: float = Field(0.01, gt=0)
+    """Least time between two samples of the telemetry series."""
+
+    @field_validator("widths")
+    @classmethod
+    def _widths_are_ratios(cls, widths: tuple[float, ...]) -> tuple[float, ...]:
+        if not widths or any(not 0 < w <= 1 for w in widths) or len(set(widths)) != len(widths):
+            raise ValueError(f"widths must be distinct ratios in (0, 1], got {widths}")
+        return tuple(sorted(float(w) for w in widths))
+
+
+class Clock(Protocol):
+    """The executor's view of time: read it and schedule callbacks on it."""
+
+    def now_s(self) -> float: ...
+
+    def schedule_in(self, delay_s: float, callback: Callable[[], None]) -> object: ...
+
+
+class _Instance:
+    """A loaded instance i_s(seg, w, device, busy, t_last) of Algorithm 1's state."""
+
+    __slots__ = ("busy", "handle", "segment", "t_last_s", "width")
+
+    def __init__(self, segment: int, width: float, handle: Any, now_s: float) -> None:
+        self.segment = segment
+        self.width = width
+        self.handle = handle
+        self.busy = False
+        self.t_last_s = now_s
+
+
+# A queued request q(seg, w_req, t_enq, w_prev): its key is the queue it sits in; the tuple holds
+# (sequence number, t_enq, done, payload). Tuples keep the simulated path allocation-light.
+_Request = tuple[int, float, Callable[..., None], Any]
+_Key = tuple[int, float, float]
+
+
+class GreedyExecutor:
+    """Algorithm 1 on one backend; the cluster's :class:`~hetsched.slim.cluster.SegmentServer`.
+
+    Args:
+        backend: The device (simulated or live).
+        clock: Where time comes from and callbacks are scheduled.
+        config: Algorithm 1's knobs.
+        name: Server name (default: the backend's).
+
+    Raises:
+        ConfigError: If M_max exceeds the device's memory (naming ``vram_cap_bytes``).
+    """
+
+    def __init__(
+        self,
+        backend: ExecutorBackend,
+        clock: Clock,
+        config: ExecutorConfig | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.config = config = config or ExecutorConfig()
+        self.name = name or backend.name
+        self.vram_cap_bytes = config.vram_cap_bytes or backend.memory_bytes
+        if self.vram_cap_bytes > backend.memory_bytes:
+            raise ConfigError(
+                f"vram_cap_bytes: M_max {self.vram_cap_bytes} exceeds the memory of"
+                f" {backend.name} ({backend.memory_bytes} bytes)"
+            )
+        self.record = ExecutorTelemetry(config.sample_interval_s)
+        """Counters, durations and the sampled series (:mod:`hetsched.slim.telemetry`)."""
+        self._max_batch = config.max_batch
+        self._widths = frozenset(config.widths)
+        self._queues: dict[_Key, deque[_Request]] = {}
+        self._order: deque[tuple[int, _Key]] = deque()
+        self._keys: dict[_Key, SegmentKey] = {}
+        self._sequence = 0
+        self._queued = 0
+        self._queued_by_segment: list[int] = []
+        self._free: dict[tuple[int, float], list[_Instance]] = {}
+        # FINDFREEBESTFIT's candidate pools per (segment, w_req): free lists of widths >= w_req,
+        # smallest first.
+        self._fitting: dict[tuple[int, float], tuple[list[_Instance], ...]] = {}
+        self._blocked_key: _Key | None = None
+        self._loaded: dict[tuple[int, float], int] = {}
+        self._instances_loaded = 0
+        self._running = 0
+        self._unload_at_s: float | None = None
+        self._retry_pending = False
+        self._energy_reporter = backend if isinstance(backend, EnergyReporter) else None
+
+    # -- the SegmentServer protocol ---------------------------------------------------------------
+
+    def submit(
+        self,
+        segment: int,
+        width: float,
+        prev_width: float | None,
+        done: SegmentDone | Callable[[float, Any], None],
+        payload: Any = None,
+    ) -> None:
+        """Enqueues q(segment, width, now, prev_width) and runs what can run.
+
+        ``done(executed_width)`` is called when the request's batch ends; when a ``payload``
+        (an activation) is given, ``done(executed_width, output)`` gets the segment's output.
+
+        Raises:
+            ConfigError: If ``width`` is not in W, or one instance of it cannot fit under M_max.
+        """
+        key = (segment, width, IMAGE_WIDTH if prev_width is None else prev_width)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._new_queue(key)
+        now_s = self.clock.now_s()
+        self._sequence += 1
+        queue.append((self._sequence, now_s, done, payload))
+        self._order.append((self._sequence, key))
+        self._queued += 1
+        self._queued_by_segment[segment] += 1
+        self.record.submitted += 1
+        # While the head is blocked (line 9) only two things can unblock it: a change on the
+        # device (batch end, unload: they run the loop anyway) or the head key's queue reaching
+        # Q_th (the scale trigger). Any other arrival would find the same head blocked again.
+        blocked_key = self._blocked_key
+        if blocked_key is None or (
+            key == blocked_key and len(queue) == self.config.scale_queue_threshold
+        ):
+            self._dispatch(now_s)
+
+    def telemetry(self) -> ServerTelemetry:
+        """Queue length, power and utilisation now (the router's state, eq. 1)."""
+        backend = self.backend
+        return ServerTelemetry(
+            self._queued, backend.power_w(), backend.max_power_w, backend.utilization_pct() or 0.0
+        )
+
+    # -- read-only state, for telemetry and tests ------------------------------------------------
+
+    @property
+    def queue_length(self) -> int:
+        """Requests waiting in the FIFO."""
+        return self._queued
+
+    def queue_by_segment(self) -> tuple[int, ...]:
+        """Requests waiting per segment (0-based index)."""
+        return tuple(self._queued_by_segment)
+
+    @property
+    def running_batches(self) -> int:
+        """Batches running now (one per busy instance)."""
+        return self._running
+
+    @property
+    def instances_loaded(self) -> int:
+        """Instances on the device, busy or free."""
+        return self._instances_loaded
+
+    def loaded_instances(self) -> dict[tuple[int, float], int]:
+        """Instances loaded per (segment, width)."""
+        return {key: count for key, count in self._loaded.items() if count}
+
+    def energy(self) -> tuple[float, str]:
+        """(joules since start, source) from the backend's counter; (NaN, ``none``) without one."""
+        if self._energy_reporter is None:
+            return float("nan"), "none"
+        return self._energy_reporter.energy_j(), self._energy_reporter.energy_source
+
+    # -- Algorithm 1 --------------------------------------------------------------------------
+
+    def _dispatch(self, now_s: float) -> None:
+        """LOOP (lines 1-10), run to the first head that cannot run."""
+        order, queues = self._order, self._queues
+        self._blocked_key = None
+        while order:
+            sequence, key = order[0]  # line 3: peek the head key
+            queue = queues[key]
+            if not queue or queue[0][0] != sequence:  # already left in an earlier batch
+                order.popleft()
+                continue
+            instance = self._find_free_best_fit(key[0], key[1])  # line 5
+            if instance is None:  # line 6
+                instance = self._scale_up(key[0], key[1], len(queue), now_s)  # line 7
+                if instance is None:  # line 8
+                    self._blocked_key = key
+                    self._wait_blocked()  # line 9: the batch stays at the front of Q
+                    break
+            self._run_batch(instance, key, queue, now_s)  # lines 4 and 10
+        if self.record.due(now_s):
+            self.record.sample(now_s, self)
+
+    def _find_free_best_fit(self, segment: int, width: float) -> _Instance | None:
+        """FINDFREEBESTFIT (lines 11-12): free instance of ``segment``, smallest width >= w."""
+        for instances in self._fitting[(segment, width)]:
+            if instances:
+                return instances.pop()
+        return None
+
+    def _scale_up(
+        self, segment: int, width: float, queue_length: int, now_s: float
+    ) -> _Instance | None:
+        """Loads instances of (segment, width) for the head (lines 6-7; see the module doc).
+
+        Returns one instance for the head's batch; further ones go to the free pool, where the
+        next heads find them.
+        """
+        if self._loaded[(segment, width)] == 0:
+            wanted = 1
+        elif queue_length >= self.config.scale_queue_threshold:
+            wanted = self.config.scale_max_new
+        else:
+            return None
+        first = None
+        for _ in range(wanted):
+            if not self._can_load(segment, width):
+                break
+            instance = _Instance(segment, width, self.backend.load(segment, width), now_s)
+            self._loaded[(segment, width)] += 1
+            self._instances_loaded += 1
+            self.record.loads += 1
+            if first is None:
+                first = instance
+            else:
+                self._free[(segment, width)].append(instance)
+        return first
+
+    def _can_load(self, segment: int, width: float) -> bool:
+        """CANLOAD (lines 13-20): VRAM cap M_max, then the utilisation block U_blk."""
+        needed_bytes = self.backend.instance_bytes(segment, width)  # line 14
+        if self.backend.vram_used_bytes() + needed_bytes > self.vram_cap_bytes:  # line 15
+            return False
+        utilization = self.backend.utilization_pct()  # line 17
+        return utilization is None or utilization < self.config.util_block_pct  # line 18
+
+    def _run_batch(
+        self, instance: _Instance, key: _Key, queue: deque[_Request], now_s: float
+    ) -> None:
+        """Takes up to B_max head-key requests (line 4) and runs them on ``instance`` (line 10)."""
+        size = min(self._max_batch, len(queue))
+        batch = [queue.popleft() for _ in range(size)]
+        self._queued -= size
+        self._queued_by_segment[key[0]] -= size
+        instance.busy = True
+        self._running += 1
+        self.record.queue_durations_s.extend([now_s - request[1] for request in batch])
+        self.backend.run_batch(
+            instance.handle,
+            self._keys[key],
+            [request[3] for request in batch],
+            lambda outputs: self._batch_done(instance, batch, outputs),
+        )
+
+    def _batch_done(self, instance: _Instance, batch: list[_Request], outputs: Any) -> None:
+        now_s = self.clock.now_s()
+        instance.busy = False
+        instance.t_last_s = now_s  # line 10: update inst.t_last
+        self._free[(instance.segment, instance.width)].append(instance)
+        self._running -= 1
+        telemetry = self.record
+        telemetry.batches += 1
+        telemetry.completed += len(batch)
+        telemetry.request_durations_s.extend([now_s - request[1] for request in batch])
+        if self._unload_at_s is None:
+            self._arm_unloader(now_s + self.config.idle_unload_s)
+        width = instance.width
+        for request, output in zip(batch, outputs, strict=True):
+            if request[3] is None:
+                request[2](width)
+            else:
+                request[2](width, output)
+        self._dispatch(now_s)
+
+    def _wait_blocked(self) -> None:
+        """Line 9 without spinning: a batch end or an unload runs the loop again; with neither
+        pending, a retry timer does (a live device may be busy with someone else's work)."""
+        if self._running or self._unload_at_s is not None or self._retry_pending:
+            return
+        self._retry_pending = True
+        self.clock.schedule_in(self.config.blocked_retry_s, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_pending = False
+        self._dispatch(self.clock.now_s())
+
+    def _arm_unloader(self, at_s: float) -> None:
+        self._unload_at_s = at_s
+        self.clock.schedule_in(at_s - self.clock.now_s(), self._unload_idle)
+
+    def _unload_idle(self) -> None:
+        """UNLOADERLOOP (lines 21-25): offload every free instance idle for t_idle or more."""
+        now_s = self.clock.now_s()
+        idle_s = self.config.idle_unload_s
+        earliest_s = None
+        for pool_key, instances in self._free.items():
+            keep = []
+            for instance in instances:  # line 23: non-busy instances only
+                if instance.t_last_s + idle_s <= now_s:  # line 24
+                    self.backend.unload(instance.handle)  # line 25
+                    self._loaded[pool_key] -= 1
+                    self._instances_loaded -= 1
+                    self.record.unloads += 1
+                else:
+                    keep.append(instance)
+                    if earliest_s is None or instance.t_last_s < earliest_s:
+                        earliest_s = instance.t_last_s
+            instances[:] = keep
+        self._unload_at_s = None
+        if earliest_s is not None:
+            self._arm_unloader(earliest_s + idle_s)
+        self._dispatch(now_s)
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _new_queue(self, key: _Key) -> deque[_Request]:
+        """First request of a key: validate it against W and M_max once, create its queue."""
+        segment, width, prev_width = key
+        if width not in self._widths:
+            raise ConfigError(f"width {width} is not in the executor's W {self.config.widths}")
+        needed_bytes = self.backend.instance_bytes(segment, width)
+        if needed_bytes > self.vram_cap_bytes:
+            raise ConfigError(
+                f"vram_cap_bytes: M_max {self.vram_cap_bytes} is smaller than one instance of"
+                f" segment {segment + 1} at width {width} ({needed_bytes} bytes)"
+            )
+        while len(self._queued_by_segment) <= segment:
+            self._queued_by_segment.append(0)
+        for candidate in self.config.widths:
+            self._free.setdefault((segment, candidate), [])
+            self._loaded.setdefault((segment, candidate), 0)
+        for requested in self.config.widths:
+            self._fitting[(segment, requested)] = tuple(
+                self._free[(segment, candidate)]
+                for candidate in self.config.widths
+                if candidate >= requested
+            )
+        self._keys[key] = SegmentKey(segment, width, prev_width)
+        queue = self._queues[key] = deque()
+        return queue

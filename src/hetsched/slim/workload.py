@@ -1,0 +1,134 @@
+"""Seeded workloads: arrival processes at rate r, and streams of segment requests for one server.
+
+The same generator drives the simulated cluster (image arrivals), ``hetsched slim run-server
+--sim`` and the live server: arrival times are drawn up front from one seed, so a workload is
+identical wherever it runs, and :func:`drive` replays it on any clock with ``now_s`` and
+``schedule_in`` (one pending event at a time, so the event heap stays small).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Pattern = Literal["poisson", "bursty"]
+
+BURST_RATE_FACTOR = 3.0
+"""Bursty arrivals: the rate during an ON period, as a multiple of the mean rate r."""
+
+
+def arrival_times_s(
+    rng: np.random.Generator,
+    rate_per_s: float,
+    pattern: Pattern,
+    *,
+    count: int | None = None,
+    duration_s: float | None = None,
+    burst_s: float = 0.25,
+) -> np.ndarray:
+    """Sorted arrival times at mean rate r: ``count`` of them, or all before ``duration_s``.
+
+    Poisson: exponential gaps. Bursty on/off: ON periods (exponential, mean ``burst_s``) at
+    three times the mean rate alternate with silent OFF periods twice as long on average, so the
+    long-run rate stays r.
+
+    Raises:
+        ValueError: Unless exactly one of ``count`` and ``duration_s`` is given, or for an
+            unknown pattern.
+    """
+    if (count is None) == (duration_s is None):
+        raise ValueError("give exactly one of count and duration_s")
+    if pattern not in ("poisson", "bursty"):
+        raise ValueError(f"unknown arrival pattern {pattern!r}; known: poisson, bursty")
+    limit = count if count is not None else int(rng.poisson(rate_per_s * duration_s))
+    if pattern == "poisson":
+        if count is not None:
+            return np.cumsum(rng.exponential(1.0 / rate_per_s, count))
+        # Given their number, Poisson arrivals in [0, T) are uniform order statistics.
+        return np.sort(rng.uniform(0.0, duration_s, limit))
+    chunks: list[np.ndarray] = []
+    drawn, now_s = 0, 0.0
+    while drawn < limit if count is not None else now_s < duration_s:
+        on_s = rng.exponential(burst_s)
+        size = rng.poisson(BURST_RATE_FACTOR * rate_per_s * on_s)
+        burst = np.sort(now_s + rng.uniform(0.0, on_s, size))
+        chunks.append(burst)
+        drawn += len(burst)
+        now_s += on_s + rng.exponential(2.0 * burst_s)
+    times = np.concatenate(chunks) if chunks else np.empty(0)
+    return times[:count] if count is not None else times[times < duration_s]
+
+
+@dataclass(frozen=True)
+class SegmentWorkload:
+    """A stream of segment requests for one server (columns of equal length, by arrival)."""
+
+    arrival_s: np.ndarray
+    segment: np.ndarray
+    width: np.ndarray
+    prev_width: np.ndarray
+    """1.0 for segment 0 (its input is the image)."""
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def segment_workload(
+    seed: int,
+    rate_per_s: float,
+    pattern: Pattern,
+    duration_s: float,
+    widths: Sequence[float],
+    num_segments: int = 4,
+) -> SegmentWorkload:
+    """Segment requests arriving at rate r for ``duration_s``: segment and widths uniform."""
+    rng = np.random.default_rng(seed)
+    arrivals = arrival_times_s(rng, rate_per_s, pattern, duration_s=duration_s)
+    n = len(arrivals)
+    choices = np.asarray(sorted(widths), dtype=float)
+    segment = rng.integers(0, num_segments, n)
+    width = choices[rng.integers(0, len(choices), n)]
+    prev_width = np.where(segment == 0, 1.0, choices[rng.integers(0, len(choices), n)])
+    return SegmentWorkload(arrivals, segment, width, prev_width)
+
+
+class Submitter:
+    """What :func:`drive` feeds: a server's ``submit(segment, width, prev_width, done)``."""
+
+    def submit(
+        self, segment: int, width: float, prev_width: float | None, done: Callable[[float], None]
+    ) -> None: ...
+
+
+def drive(
+    workload: SegmentWorkload, server: Submitter, clock, done: Callable[[float], None]
+) -> None:
+    """Submits each request of ``workload`` at its arrival time (relative to now) on ``clock``.
+
+    One arrival event is pending at a time: each arrival schedules the next.
+    """
+    start_s = clock.now_s()
+    arrivals = workload.arrival_s.tolist()
+    segments = workload.segment.tolist()
+    widths = workload.width.tolist()
+    prev_widths = workload.prev_width.tolist()
+    count = len(arrivals)
+    position = 0
+
+    def arrive() -> None:
+        nonlocal position
+        now_s = clock.now_s()
+        # The request this event was scheduled for, then any others due by now (equal times).
+        server.submit(segments[position], widths[position], prev_widths[position], done)
+        position += 1
+        while position < count and start_s + arrivals[position] <= now_s:
+            server.submit(segments[position], widths[position], prev_widths[position], done)
+            position += 1
+        if position < count:
+            clock.schedule_in(max(0.0, start_s + arrivals[position] - now_s), arrive)
+
+    if count:
+        clock.schedule_in(arrivals[0], arrive)
