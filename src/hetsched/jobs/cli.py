@@ -321,3 +321,8 @@ def _plot_utilisation(results: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+from hetsched.jobs.slurm.cli import register as register_slurm  # noqa: E402 (issue 9)
+
+register_slurm(app)

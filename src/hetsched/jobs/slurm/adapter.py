@@ -1,0 +1,326 @@
+"""The live loop of section 3.1.2: scan the queue, score it, apply priorities with ``scontrol``.
+
+Every ``interval_s`` (the paper: one minute) the adapter reads the pending and running jobs and the
+nodes, builds the simulator's queue state (:mod:`.snapshot`), lets the policy score the pending
+jobs, maps scores to Slurm priorities (:mod:`.priorities`) and issues ``scontrol update jobid=N
+priority=M`` for each job whose priority must change; with a placer it also sets
+``oversubscribe=no`` on jobs the placer would isolate.
+
+Operational rules: only jobs matching the partition/user filter are touched; held jobs (priority 0)
+are left alone; a job that finishes or vanishes between scan and update is logged and dropped; a
+failing call is retried ``retries`` times, then reported, and the next scan tries again; an error
+of a whole scan (``squeue`` down) is logged and the loop goes on. ``restore`` hands every touched
+job that still waits back to Slurm's own priority and sharing. Every change is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetsched.core.errors import DataError
+from hetsched.jobs.placement import JobRequest, Placer
+from hetsched.jobs.policies import PriorityPolicy
+from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
+from hetsched.jobs.slurm.priorities import (
+    Advice,
+    PriorityRange,
+    placement_advice,
+    scores_to_priorities,
+)
+from hetsched.jobs.slurm.records import SlurmJob
+from hetsched.jobs.slurm.snapshot import Completion, take_snapshot
+
+log = logging.getLogger("hetsched.jobs.slurm")
+
+
+@dataclass
+class AdapterConfig:
+    """Knobs of the live loop.
+
+    Attributes:
+        interval_s: Seconds between scans (the paper used 60).
+        dry_run: Log the planned changes, apply none.
+        partition: Only touch jobs of this partition (None = all); the cluster is its nodes.
+        user: Only touch this user's jobs (None = all).
+        priority_range: Where managed jobs' priorities go.
+        placer: Placer for oversubscribe advice (None = no advice).
+        advice_top_k: Advise only the K best-ranked pending jobs (the paper's top-K, H = 8-16).
+        retries: Extra attempts of a failed ``scontrol`` call within one scan.
+        retry_delay_s: Pause before each retry.
+    """
+
+    interval_s: float = 60.0
+    dry_run: bool = False
+    partition: str | None = None
+    user: str | None = None
+    priority_range: PriorityRange = field(default_factory=PriorityRange)
+    placer: Placer | None = None
+    advice_top_k: int = 8
+    retries: int = 2
+    retry_delay_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Change:
+    """One planned or applied change.
+
+    Attributes:
+        job_id: The job.
+        what: ``priority``, ``oversubscribe``, ``restore-priority`` or ``restore-oversubscribe``.
+        old: Value before.
+        new: Value wanted.
+        outcome: ``applied``, ``dry-run``, ``vanished`` or ``failed: <message>``.
+    """
+
+    job_id: int
+    what: str
+    old: object
+    new: object
+    outcome: str
+
+
+@dataclass
+class ScanReport:
+    """What one scan saw and did."""
+
+    time_s: float
+    pending: int = 0
+    running: int = 0
+    changes: list[Change] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def failures(self) -> list[Change]:
+        """Changes that failed after their retries."""
+        return [c for c in self.changes if c.outcome.startswith("failed")]
+
+
+class SlurmAdapter:
+    """Drives one Slurm cluster's priorities with a :class:`PriorityPolicy`.
+
+    Args:
+        client: The Slurm client.
+        policy: Any registered priority policy (or a loaded checkpoint's policy).
+        config: Loop settings.
+        clock: Unix time source (the live mechanism's clock; the policy reads the snapshot's).
+        sleep: Pause used between retries.
+    """
+
+    def __init__(
+        self,
+        client: SlurmClient,
+        policy: PriorityPolicy,
+        config: AdapterConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.policy = policy
+        self.config = config or AdapterConfig()
+        self._clock = clock
+        self._sleep = sleep
+        self._origin_s: float | None = None
+        self._original_priority: dict[int, int] = {}
+        self._made_exclusive: set[int] = set()
+        self._running: dict[int, SlurmJob] = {}
+        self._completions: list[Completion] = []
+
+    # -- filters -----------------------------------------------------------------------------
+    def matches(self, job: SlurmJob) -> bool:
+        """Whether the job is in the partition/user filter."""
+        partition, user = self.config.partition, self.config.user
+        if partition is not None and partition not in job.partition.split(","):
+            return False
+        return user is None or job.user == user
+
+    @property
+    def touched_jobs(self) -> dict[int, int]:
+        """Job id -> priority before the adapter first changed it."""
+        return dict(self._original_priority)
+
+    # -- one scan ----------------------------------------------------------------------------
+    def scan(self) -> ScanReport:
+        """Reads the cluster once and applies (or, in dry-run, logs) the changes.
+
+        Errors of the reads are caught and returned in the report, so the loop never stops.
+        """
+        now = self._clock()
+        report = ScanReport(time_s=now)
+        try:
+            jobs = [j for j in self.client.jobs() if self.matches(j)]
+            nodes = self.client.nodes()
+        except (SlurmCommandError, DataError) as error:
+            report.error = str(error)
+            log.error("scan failed, will retry next interval: %s", error)
+            return report
+        report.finished = self._track_completions(jobs, now)
+        pending = [j for j in jobs if j.pending and j.priority > 0]
+        report.pending = len(pending)
+        report.running = sum(j.running for j in jobs)
+        if not pending:
+            return report
+        if self._origin_s is None:
+            self._origin_s = min(j.submit_time_s for j in jobs)
+        snapshot = take_snapshot(
+            pending, nodes, now, self._origin_s, self._completions, self.config.partition
+        )
+        scores = np.asarray(self.policy.score(snapshot.queue_state), dtype=np.float64)
+        priorities = scores_to_priorities(scores, self.config.priority_range)
+        for job, priority in zip(snapshot.pending, priorities.tolist(), strict=True):
+            if job.priority != priority:
+                self._original_priority.setdefault(job.job_id, job.priority)
+                report.changes.append(
+                    self._apply(job.job_id, "priority", job.priority, priority, self._set(priority))
+                )
+        if self.config.placer is not None:
+            report.changes += self._advise(snapshot.pending, priorities, snapshot.queue_state)
+        return report
+
+    def _set(self, priority: int) -> Callable[[int], None]:
+        return lambda job_id: self.client.set_priority(job_id, priority)
+
+    def _track_completions(self, jobs: list[SlurmJob], now: float) -> list[int]:
+        """Records jobs seen running before that run no more (fair share and QSSF read them)."""
+        by_id = {j.job_id: j for j in jobs}
+        finished = []
+        for job_id, before in list(self._running.items()):
+            after = by_id.get(job_id)
+            if after is not None and after.running:
+                continue
+            end = after.end_time_s if after is not None and after.end_time_s > 0 else now
+            run = max(end - before.start_time_s, 0.0)
+            self._completions.append(Completion(before.user, before.num_gpus, run, end))
+            del self._running[job_id]
+            finished.append(job_id)
+        for job in jobs:
+            if job.running:
+                self._running[job.job_id] = job
+        return finished
+
+    def _advise(self, pending: list[SlurmJob], priorities: np.ndarray, queue_state) -> list[Change]:
+        """Oversubscribe advice for the top-K jobs (section 3.1.2, the solver's guidance)."""
+        state = queue_state.cluster_state
+        every_node = np.ones(len(state.cluster.nodes), dtype=bool)
+        order = np.argsort(-priorities, kind="stable")[: self.config.advice_top_k]
+        changes = []
+        for index in order.tolist():
+            job = pending[index]
+            request = JobRequest(job.num_gpus, float(job.cpus), 0.0, every_node)
+            advice = placement_advice(request, state, self.config.placer)
+            exclusive = job.shared == "none"
+            if advice is Advice.EXCLUSIVE and not exclusive:
+                self._made_exclusive.add(job.job_id)
+                changes.append(self._oversubscribe(job, shared=False))
+            elif advice is Advice.SHARED and exclusive and job.job_id in self._made_exclusive:
+                # Only loosen what the adapter itself tightened, never a user's --exclusive.
+                self._made_exclusive.discard(job.job_id)
+                changes.append(self._oversubscribe(job, shared=True))
+        return changes
+
+    def _oversubscribe(self, job: SlurmJob, shared: bool, what: str = "oversubscribe") -> Change:
+        old, new = ("no", "yes") if shared else (job.shared or "ok", "no")
+        return self._apply(
+            job.job_id, what, old, new, lambda j: self.client.set_oversubscribe(j, shared)
+        )
+
+    def _apply(
+        self, job_id: int, what: str, old: object, new: object, call: Callable[[int], None]
+    ) -> Change:
+        """Runs ``call(job_id)`` with retries; never raises."""
+        if self.config.dry_run:
+            log.info("dry-run: job %d %s %s -> %s (not applied)", job_id, what, old, new)
+            return Change(job_id, what, old, new, "dry-run")
+        attempts = 1 + max(self.config.retries, 0)
+        attempt = 1
+        while True:
+            try:
+                call(job_id)
+            except SlurmCommandError as error:
+                if error.job_gone:
+                    log.info("job %d left the queue before its %s update: %s", job_id, what, error)
+                    self._original_priority.pop(job_id, None)
+                    self._made_exclusive.discard(job_id)
+                    return Change(job_id, what, old, new, "vanished")
+                log.warning(
+                    "job %d %s attempt %d/%d failed: %s", job_id, what, attempt, attempts, error
+                )
+                if attempt >= attempts:
+                    return Change(job_id, what, old, new, f"failed: {error.message}")
+                attempt += 1
+                self._sleep(self.config.retry_delay_s)
+                continue
+            log.info("job %d %s %s -> %s", job_id, what, old, new)
+            return Change(job_id, what, old, new, "applied")
+
+    # -- restore and the loop ----------------------------------------------------------------
+    def restore(self) -> list[Change]:
+        """Hands every touched job that still waits back to Slurm's priority and sharing.
+
+        Priorities go back through ``scontrol release`` (Slurm recomputes them); jobs the adapter
+        made exclusive get ``oversubscribe=yes`` back. Jobs that left the queue are skipped.
+        """
+        try:
+            current = {j.job_id: j for j in self.client.jobs()}
+        except (SlurmCommandError, DataError) as error:
+            log.error("restore could not read the queue: %s", error)
+            return []
+        changes = []
+        for job_id, original in sorted(self._original_priority.items()):
+            job = current.get(job_id)
+            if job is None or not job.pending or job.priority == 0:
+                continue
+            changes.append(
+                self._apply(
+                    job_id, "restore-priority", job.priority, original, self.client.reset_priority
+                )
+            )
+        for job_id in sorted(self._made_exclusive):
+            job = current.get(job_id)
+            if job is not None and job.pending:
+                changes.append(self._oversubscribe(job, shared=True, what="restore-oversubscribe"))
+        if not self.config.dry_run:
+            self._original_priority.clear()
+            self._made_exclusive.clear()
+        return changes
+
+    def run(
+        self,
+        max_scans: int | None = None,
+        until_idle: bool = False,
+        restore: bool = False,
+        stop: threading.Event | None = None,
+        on_scan: Callable[[ScanReport], None] | None = None,
+    ) -> int:
+        """Scans every ``interval_s`` until a limit or ``stop`` is hit; returns the scan count.
+
+        Args:
+            max_scans: Stop after this many scans (None = no limit).
+            until_idle: Stop at the first scan that finds no matching pending or running job.
+            restore: Call :meth:`restore` on the way out (also on Ctrl-C).
+            stop: Set it from another thread to end the loop at the next wait.
+            on_scan: Called with each scan's report.
+        """
+        stop = stop or threading.Event()
+        scans = 0
+        try:
+            while True:
+                report = self.scan()
+                scans += 1
+                if on_scan is not None:
+                    on_scan(report)
+                idle = report.error is None and report.pending == 0 and report.running == 0
+                if (max_scans is not None and scans >= max_scans) or (until_idle and idle):
+                    break
+                if stop.wait(self.config.interval_s):
+                    break
+        finally:
+            if restore:
+                self.restore()
+        return scans

@@ -1,0 +1,253 @@
+"""`hetsched jobs slurm`, `slurm-submit` and `slurm-experiment`: RLTune's live Slurm mode."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import typer
+
+from hetsched.core.errors import HetschedError
+
+SCALE_HELP = "Scaled run times lie in [--min-run-s, --max-run-s] (log-linear map of the trace's)."
+
+
+def _load_workload(
+    synthetic: str | None,
+    trace: Path | None,
+    fmt: str,
+    start: int,
+    jobs: int,
+    seed: int,
+    estimate: str,
+    min_run_s: float,
+    max_run_s: float,
+    arrival_span_s: float,
+    max_gpus: int,
+):
+    """A synthetic trace or a window of a real one, with requested times, on the scaled axis."""
+    from hetsched.jobs.cli import _load_jobs
+    from hetsched.jobs.estimates import fill_requested_times
+    from hetsched.jobs.slurm.workload import WorkloadScale, scale_workload
+
+    table, _, _, _ = _load_jobs(trace, fmt, synthetic, jobs, seed, False)
+    if trace is not None:
+        table = table.window(start, min(jobs, len(table) - start))
+    table = fill_requested_times(table, estimate, seed)
+    return scale_workload(table, WorkloadScale(min_run_s, max_run_s, arrival_span_s, max_gpus))
+
+
+def _configure_logging(log_file: Path | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    logger = logging.getLogger("hetsched.jobs.slurm")
+    logger.handlers.clear()
+    for handler in handlers:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def register(app: typer.Typer) -> None:
+    """Adds the three live-Slurm commands to the ``hetsched jobs`` app."""
+
+    @app.command("slurm")
+    def slurm(
+        policy: str = typer.Option(..., help="Priority policy name, or an RLTune checkpoint."),
+        interval: float = typer.Option(60.0, "--interval", help="Seconds between scans."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Log planned changes only."),
+        restore: bool = typer.Option(
+            False, "--restore", help="On exit, hand touched jobs back to Slurm's own priority."
+        ),
+        partition: str | None = typer.Option(None, help="Only this partition's jobs and nodes."),
+        user: str | None = typer.Option(None, help="Only this user's jobs."),
+        placer: str | None = typer.Option(
+            None, help="Placer for oversubscribe advice (pack, spread, milp); none = no advice."
+        ),
+        advice_top_k: int = typer.Option(8, help="Advise only the K best-ranked jobs."),
+        top_priority: int = typer.Option(1_000_000, help="Priority of the best-ranked job."),
+        priority_step: int = typer.Option(100, help="Priority gap between ranks."),
+        retries: int = typer.Option(2, help="Retries of a failed scontrol call per scan."),
+        max_scans: int | None = typer.Option(None, help="Stop after this many scans."),
+        until_idle: bool = typer.Option(False, help="Stop when no matching job is left."),
+        slurm_conf: Path | None = typer.Option(None, help="SLURM_CONF for the commands."),
+        log_file: Path | None = typer.Option(None, help="Also write the change log here."),
+    ) -> None:
+        """Scans the queue every --interval s, scores pending jobs with the policy and applies the
+        priorities with `scontrol update jobid=N priority=M` (section 3.1.2)."""
+        from hetsched.jobs.placement import PLACERS
+        from hetsched.jobs.policies import make_policy
+        from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
+        from hetsched.jobs.slurm.client import SlurmClient
+        from hetsched.jobs.slurm.priorities import PriorityRange
+
+        if interval <= 0:
+            raise HetschedError(f"--interval must be > 0 s, got {interval}")
+        _configure_logging(log_file)
+        config = AdapterConfig(
+            interval_s=interval,
+            dry_run=dry_run,
+            partition=partition,
+            user=user,
+            priority_range=PriorityRange(top=top_priority, step=priority_step),
+            placer=PLACERS.create(placer) if placer else None,
+            advice_top_k=advice_top_k,
+            retries=retries,
+        )
+        adapter = SlurmAdapter(SlurmClient(slurm_conf=slurm_conf), make_policy(policy), config)
+        applied = 0
+
+        def count(report) -> None:
+            nonlocal applied
+            applied += sum(c.outcome == "applied" for c in report.changes)
+
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            scans = adapter.run(max_scans, until_idle, restore, on_scan=count)
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            return
+        mode = "dry run, nothing applied" if dry_run else f"{applied} changes applied"
+        typer.echo(f"{scans} scans, {mode}")
+
+    @app.command("slurm-submit")
+    def slurm_submit(
+        synthetic: str | None = typer.Option("philly", help="Synthetic profile (or --trace)."),
+        trace: Path | None = typer.Option(None, help="A real trace; a window of it is used."),
+        format: str = typer.Option("auto", "--format", help="Trace format."),
+        start: int = typer.Option(0, help="First job of the trace window."),
+        jobs: int = typer.Option(64, help="Jobs to submit."),
+        seed: int = typer.Option(0, help="Seed of the synthetic trace and estimates."),
+        estimate: str = typer.Option("auto", help="Requested-time model."),
+        min_run_s: float = typer.Option(1.0, help=SCALE_HELP),
+        max_run_s: float = typer.Option(12.0, help=SCALE_HELP),
+        arrival_span_s: float = typer.Option(20.0, help="Last arrival (0 = all at once)."),
+        max_gpus: int = typer.Option(4, help="GPU counts are clipped to 1..this."),
+        partition: str | None = typer.Option(None, help="Partition to submit to."),
+        slurm_conf: Path | None = typer.Option(None, help="SLURM_CONF for sbatch."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the sbatch lines only."),
+    ) -> None:
+        """Submits a scaled trace as `sleep` jobs (`--gres=gpu:k`, `--time`) at their arrival
+        times."""
+        from hetsched.jobs.slurm.client import SlurmClient
+        from hetsched.jobs.slurm.workload import submit_requests, submit_workload
+
+        synthetic = None if trace is not None else synthetic
+        table = _load_workload(
+            synthetic,
+            trace,
+            format,
+            start,
+            jobs,
+            seed,
+            estimate,
+            min_run_s,
+            max_run_s,
+            arrival_span_s,
+            max_gpus,
+        )
+        if dry_run:
+            for arrival, request in zip(
+                table.submit_time_s.tolist(), submit_requests(table, partition), strict=True
+            ):
+                typer.echo(f"t={arrival:7.3f}s " + " ".join(request.argv()))
+            return
+        ids = submit_workload(SlurmClient(slurm_conf=slurm_conf), table, partition)
+        gpu_s = float((table.run_time_s * table.num_gpus).sum())
+        typer.echo(
+            f"submitted {len(ids)} jobs (ids {ids[0]}-{ids[-1]}), {gpu_s:.0f} GPU-seconds of sleep"
+        )
+
+    @app.command("slurm-experiment")
+    def slurm_experiment(
+        policy: str = typer.Option("sjf", help="hetsched's policy (name or checkpoint)."),
+        interval: float = typer.Option(1.0, "--interval", help="Adapter scan interval (s)."),
+        synthetic: str | None = typer.Option("philly", help="Synthetic profile (or --trace)."),
+        trace: Path | None = typer.Option(None, help="A real trace; a window of it is used."),
+        format: str = typer.Option("auto", "--format", help="Trace format."),
+        start: int = typer.Option(0, help="First job of the trace window."),
+        jobs: int = typer.Option(64, help="Jobs in the workload."),
+        seed: int = typer.Option(0, help="Seed of the synthetic trace and estimates."),
+        estimate: str = typer.Option("auto", help="Requested-time model."),
+        min_run_s: float = typer.Option(1.0, help=SCALE_HELP),
+        max_run_s: float = typer.Option(12.0, help=SCALE_HELP),
+        arrival_span_s: float = typer.Option(20.0, help="Last arrival (0 = all at once)."),
+        gpus: int = typer.Option(4, help="Fake GPUs on the local Slurm node."),
+        simulate_only: bool = typer.Option(False, help="Skip the live runs (no Slurm needed)."),
+        timeout_s: float = typer.Option(900.0, help="Per live arm."),
+        out: Path = typer.Option(Path("runs/jobs/slurm-experiment"), help="Output folder."),
+    ) -> None:
+        """Section 5.6 scaled: Slurm multifactor alone vs hetsched's priorities, on a private
+        local Slurm with fake GPUs and in the simulator; makespan, mean wait, GPU utilisation."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from hetsched.jobs.policies import make_policy
+        from hetsched.jobs.slurm.experiment import run_experiment, write_results
+
+        synthetic = None if trace is not None else synthetic
+        table = _load_workload(
+            synthetic,
+            trace,
+            format,
+            start,
+            jobs,
+            seed,
+            estimate,
+            min_run_s,
+            max_run_s,
+            arrival_span_s,
+            gpus,
+        )
+        results = run_experiment(
+            table,
+            make_policy(policy),
+            interval,
+            gpus=gpus,
+            cpus=gpus,
+            live=not simulate_only,
+            timeout_s=timeout_s,
+        )
+        view = Table(
+            title=f"{len(table)} jobs on one {gpus}-GPU node, {policy} every {interval:g} s"
+        )
+        for column in ("arm", "mode", "makespan (s)", "mean wait (s)", "GPU util (%)", "updates"):
+            view.add_column(column, justify="left" if column in ("arm", "mode") else "right")
+        for r in results:
+            view.add_row(
+                r.arm,
+                r.mode,
+                f"{r.makespan_s:.1f}",
+                f"{r.mean_wait_s:.1f}",
+                f"{r.gpu_utilisation_pct:.1f}",
+                str(r.priority_changes) if r.mode == "live" else "-",
+            )
+        Console().print(view)
+        settings = {
+            "policy": policy,
+            "interval_s": interval,
+            "workload": {
+                "synthetic": synthetic,
+                "trace": str(trace) if trace else None,
+                "start": start,
+                "jobs": len(table),
+                "seed": seed,
+                "estimate": estimate,
+                "min_run_s": min_run_s,
+                "max_run_s": max_run_s,
+                "arrival_span_s": arrival_span_s,
+            },
+            "gpus": gpus,
+            "gpu_seconds": float((table.run_time_s * table.num_gpus).sum()),
+        }
+        write_results(out / "results.json", results, settings)
+        typer.echo(f"saved {out / 'results.json'}")

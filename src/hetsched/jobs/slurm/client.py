@@ -1,0 +1,183 @@
+"""A thin client over Slurm's commands (``squeue``, ``sinfo``, ``scontrol``, ``sbatch``).
+
+Why subprocess and not ``pyslurm``: no pyslurm release matches Slurm 22.05's API, while the
+commands are stable and ``squeue --json`` / ``sinfo --json`` print machine-readable state. Every
+call goes through one ``runner`` (``subprocess.run`` by default), so tests swap in a fake one and
+check the exact command lines and the parsing of captured 22.05 output.
+
+Every failure becomes a :class:`SlurmCommandError` naming the command and Slurm's message: a
+missing binary names the Debian package to install, a call past ``timeout_s`` says so (a client
+whose ``SLURM_CONF`` is unreadable retries for a minute before giving up).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hetsched.core.errors import HetschedError
+from hetsched.jobs.slurm.records import SlurmJob, SlurmNode, parse_sinfo_json, parse_squeue_json
+
+#: Runs one command: (argv, timeout in s, environment) -> completed process with text output.
+Runner = Callable[[Sequence[str], float, Mapping[str, str]], subprocess.CompletedProcess]
+
+#: Fragments of ``scontrol`` messages meaning the job left the queue between scan and update.
+JOB_GONE_MESSAGES = (
+    "Invalid job id specified",
+    "Job has already finished",
+    "Job is no longer pending execution",
+)
+
+
+class SlurmCommandError(HetschedError):
+    """A Slurm command is missing, timed out or exited non-zero.
+
+    Args:
+        argv: The command line.
+        message: What went wrong (Slurm's stderr for a failed call).
+        returncode: The exit status (None when the command did not run).
+    """
+
+    def __init__(self, argv: Sequence[str], message: str, returncode: int | None = None) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.message = message.strip()
+        status = "" if returncode is None else f" (exit {returncode})"
+        super().__init__(f"`{' '.join(self.argv)}` failed{status}: {self.message}")
+
+    @property
+    def job_gone(self) -> bool:
+        """Whether Slurm said the job no longer exists or no longer waits."""
+        return any(fragment in self.message for fragment in JOB_GONE_MESSAGES)
+
+
+def subprocess_runner(
+    argv: Sequence[str], timeout_s: float, env: Mapping[str, str]
+) -> subprocess.CompletedProcess:
+    """Runs ``argv`` with captured text output (the default :data:`Runner`)."""
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=timeout_s, env=dict(env), check=False
+    )
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """One ``sbatch`` of a ``sleep`` job.
+
+    Attributes:
+        name: Job name.
+        sleep_s: How long the job sleeps (its run time).
+        num_gpus: GPUs (``--gres=gpu:k``); the job also asks one CPU per GPU so that Slurm's
+            job-size factor, which counts CPUs, sees the GPU count.
+        time_limit_s: Time limit; rounded up to whole minutes (Slurm's unit), at least 1.
+        requested_time_s: Finer requested time, written to the comment for the adapter.
+        partition: Partition, or None for the default one.
+    """
+
+    name: str
+    sleep_s: float
+    num_gpus: int
+    time_limit_s: float
+    requested_time_s: float | None = None
+    partition: str | None = None
+
+    def argv(self) -> list[str]:
+        """The ``sbatch`` command line."""
+        minutes = max(1, math.ceil(self.time_limit_s / 60.0))
+        argv = ["sbatch", "--parsable", f"--job-name={self.name}", f"--time={minutes}"]
+        argv += ["--output=/dev/null", f"--cpus-per-task={max(self.num_gpus, 1)}"]
+        if self.num_gpus > 0:
+            argv.append(f"--gres=gpu:{self.num_gpus}")
+        if self.partition:
+            argv.append(f"--partition={self.partition}")
+        if self.requested_time_s is not None:
+            argv.append(f"--comment=hetsched:requested_s={self.requested_time_s:.3f}")
+        argv.append(f"--wrap=sleep {self.sleep_s:.3f}")
+        return argv
+
+
+@dataclass
+class SlurmClient:
+    """Runs Slurm commands against one cluster.
+
+    Args:
+        slurm_conf: ``SLURM_CONF`` for the commands (None = the environment's / the default).
+        runner: How commands run (tests pass a fake).
+        timeout_s: Per-call limit.
+    """
+
+    slurm_conf: Path | None = None
+    runner: Runner = subprocess_runner
+    timeout_s: float = 30.0
+    _env: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._env = dict(os.environ)
+        if self.slurm_conf is not None:
+            self._env["SLURM_CONF"] = str(self.slurm_conf)
+
+    def run(self, argv: Sequence[str]) -> str:
+        """Runs one command and returns its stdout.
+
+        Raises:
+            SlurmCommandError: The binary is missing, the call timed out or exited non-zero.
+        """
+        try:
+            done = self.runner(argv, self.timeout_s, self._env)
+        except FileNotFoundError:
+            raise SlurmCommandError(
+                argv, f"{argv[0]} not found on PATH; install Slurm (Debian package slurm-wlm)"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise SlurmCommandError(
+                argv, f"no answer within {self.timeout_s:g} s (is slurmctld running?)"
+            ) from None
+        if done.returncode != 0:
+            message = (done.stderr or "").strip() or (done.stdout or "").strip() or "no output"
+            raise SlurmCommandError(argv, message, done.returncode)
+        return done.stdout or ""
+
+    # -- reads -------------------------------------------------------------------------------
+    def jobs(self) -> list[SlurmJob]:
+        """Every job the controller knows (pending, running, recently finished)."""
+        return parse_squeue_json(self.run(["squeue", "--json"]))
+
+    def nodes(self) -> list[SlurmNode]:
+        """Every node with its configured and allocated CPUs and GPUs."""
+        return parse_sinfo_json(self.run(["sinfo", "--json"]))
+
+    # -- writes ------------------------------------------------------------------------------
+    def set_priority(self, job_id: int, priority: int) -> None:
+        """``scontrol update jobid=N priority=M`` (the paper's mechanism, section 3.1.2)."""
+        self.run(["scontrol", "update", f"jobid={job_id}", f"priority={priority}"])
+
+    def reset_priority(self, job_id: int) -> None:
+        """Hands the job's priority back to Slurm's priority plugin.
+
+        ``scontrol release`` clears the administrator-set priority and recomputes it (checked on
+        22.05: the job gets its multifactor value back), which is a truer restore than writing
+        back the number read at the first scan, since multifactor values change over time.
+        """
+        self.run(["scontrol", "release", str(job_id)])
+
+    def set_oversubscribe(self, job_id: int, shared: bool) -> None:
+        """``scontrol update jobid=N oversubscribe=yes|no`` (no = whole nodes, exclusive)."""
+        value = "yes" if shared else "no"
+        self.run(["scontrol", "update", f"jobid={job_id}", f"oversubscribe={value}"])
+
+    def submit(self, request: SubmitRequest) -> int:
+        """Submits one job; returns its id."""
+        out = self.run(request.argv()).strip()
+        try:
+            return int(out.split(";")[0])
+        except ValueError:
+            raise SlurmCommandError(request.argv(), f"unexpected sbatch output {out!r}") from None
+
+    def cancel(self, job_ids: Sequence[int]) -> None:
+        """``scancel`` the given jobs (nothing for an empty list)."""
+        if job_ids:
+            self.run(["scancel", *(str(j) for j in job_ids)])

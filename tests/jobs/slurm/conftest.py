@@ -1,0 +1,106 @@
+"""Fixtures of the live-Slurm tests: a fake command runner over captured 22.05 output, and a real
+single-node Slurm with fake GPUs (module-scoped; every daemon stopped afterwards).
+
+The JSON fixtures were captured from Slurm 22.05.8 (Debian 12) started by
+:class:`hetsched.jobs.slurm.local.LocalSlurm`: ``squeue_22.05.json`` (pending jobs with and without
+comments, an exclusive one, a held one, a GPU-less one, one running), ``sinfo_busy_22.05.json``
+(the node with all 4 GPUs allocated) and ``squeue_completed_22.05.json`` (finished jobs).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hetsched.jobs.slurm.local import LocalSlurm, missing_requirements
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def load_fixture(name: str) -> dict:
+    """A captured JSON fixture."""
+    return json.loads((FIXTURES / name).read_text())
+
+
+class FakeSlurm:
+    """A :data:`~hetsched.jobs.slurm.client.Runner` that answers like Slurm 22.05 from records.
+
+    ``squeue --json`` / ``sinfo --json`` print the current records; ``scontrol update`` changes
+    them; ``scontrol release`` puts back the priority the job had at construction; ``fail``
+    queues error messages per job id (each update of that job consumes one).
+
+    Args:
+        squeue: A captured ``squeue --json`` payload.
+        sinfo: A captured ``sinfo --json`` payload.
+    """
+
+    def __init__(self, squeue: dict, sinfo: dict) -> None:
+        self.squeue = copy.deepcopy(squeue)
+        self.sinfo = copy.deepcopy(sinfo)
+        self.calls: list[list[str]] = []
+        self.fail: dict[int, list[str]] = {}
+        self.auto_priority = {j["job_id"]: j["priority"] for j in self.squeue["jobs"]}
+
+    def job(self, job_id: int) -> dict:
+        """The record of ``job_id``."""
+        return next(j for j in self.squeue["jobs"] if j["job_id"] == job_id)
+
+    def remove(self, job_id: int) -> None:
+        """The job leaves the controller (finished long ago)."""
+        self.squeue["jobs"] = [j for j in self.squeue["jobs"] if j["job_id"] != job_id]
+
+    def _done(self, argv: Sequence[str], out: str = "", err: str = "", rc: int = 0):
+        return subprocess.CompletedProcess(list(argv), rc, out, err)
+
+    def __call__(self, argv: Sequence[str], timeout_s: float, env) -> subprocess.CompletedProcess:
+        self.calls.append(list(argv))
+        if list(argv) == ["squeue", "--json"]:
+            return self._done(argv, json.dumps(self.squeue))
+        if list(argv) == ["sinfo", "--json"]:
+            return self._done(argv, json.dumps(self.sinfo))
+        if argv[0] != "scontrol":
+            raise AssertionError(f"unexpected command {argv}")
+        job_id = int(argv[2].split("=")[-1])
+        if self.fail.get(job_id):
+            return self._done(argv, err=self.fail[job_id].pop(0), rc=1)
+        if not any(j["job_id"] == job_id for j in self.squeue["jobs"]):
+            return self._done(argv, err=f"Invalid job id specified for job {job_id}", rc=1)
+        record = self.job(job_id)
+        if argv[1] == "release":
+            record["priority"] = self.auto_priority[job_id]
+            return self._done(argv)
+        key, value = argv[3].split("=")
+        if key == "priority":
+            record["priority"] = int(value)
+        elif key == "oversubscribe":
+            record["shared"] = "shared" if value == "yes" else "none"
+        return self._done(argv)
+
+    def updates(self) -> list[list[str]]:
+        """The ``scontrol`` calls so far."""
+        return [c for c in self.calls if c[0] == "scontrol"]
+
+
+@pytest.fixture
+def fake_slurm() -> FakeSlurm:
+    """Captured pending/running jobs on a node whose 4 GPUs are all busy."""
+    return FakeSlurm(load_fixture("squeue_22.05.json"), load_fixture("sinfo_busy_22.05.json"))
+
+
+@pytest.fixture(scope="module")
+def local_slurm(tmp_path_factory) -> LocalSlurm:
+    """A real Slurm 22.05 on localhost (4 fake GPUs, 4 CPUs); skips without Slurm or root."""
+    reason = missing_requirements()
+    if reason is not None:
+        pytest.skip(reason)
+    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    slurm.start()
+    try:
+        yield slurm
+    finally:
+        slurm.stop()

@@ -1,0 +1,167 @@
+"""The live loop against a fake Slurm that answers with captured 22.05 output."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+
+import pytest
+
+from hetsched.jobs.placement import PackPlacer, SpreadPlacer
+from hetsched.jobs.policies import SJF, make_policy
+from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
+from hetsched.jobs.slurm.client import SlurmClient
+from hetsched.jobs.slurm.priorities import PriorityRange
+
+# Pending, not held, in the fixture: requested 25 (job 1), 12.5 (2), 3 (4), 8 (5), 300 (6), 60 (8).
+SJF_ORDER = [4, 5, 2, 1, 8, 6]
+RANGE = PriorityRange(top=10_000, step=100)
+
+
+def make_adapter(fake, policy=None, sleeps=None, **options) -> SlurmAdapter:
+    config = AdapterConfig(interval_s=0.0, priority_range=RANGE, retry_delay_s=0.25, **options)
+    sleep = sleeps.append if sleeps is not None else (lambda s: None)
+    client = SlurmClient(runner=fake)
+    return SlurmAdapter(client, policy or SJF(), config, clock=lambda: 1_795_400_000.0, sleep=sleep)
+
+
+def test_priorities_follow_the_policy(fake_slurm):
+    report = make_adapter(fake_slurm).scan()
+    expected = {job: RANGE.top - rank * RANGE.step for rank, job in enumerate(SJF_ORDER)}
+    assert {j: fake_slurm.job(j)["priority"] for j in SJF_ORDER} == expected
+    assert fake_slurm.job(7)["priority"] == 0  # held: left alone
+    assert fake_slurm.job(3)["priority"] == 2000  # running: left alone
+    assert report.pending == 6 and report.running == 1 and not report.failures
+    assert {c.job_id for c in report.changes} == set(SJF_ORDER)
+
+
+def test_second_scan_only_touches_what_moved(fake_slurm):
+    adapter = make_adapter(fake_slurm)
+    adapter.scan()
+    calls = len(fake_slurm.updates())
+    assert adapter.scan().changes == []
+    assert len(fake_slurm.updates()) == calls
+
+
+def test_dry_run_changes_nothing(fake_slurm):
+    before = copy.deepcopy(fake_slurm.squeue)
+    report = make_adapter(fake_slurm, dry_run=True).scan()
+    assert fake_slurm.updates() == [] and fake_slurm.squeue == before
+    assert {c.outcome for c in report.changes} == {"dry-run"} and len(report.changes) == 6
+
+
+@pytest.mark.parametrize(("option", "value"), [("user", "alice"), ("partition", "gpu")])
+def test_filter_leaves_other_jobs_alone(fake_slurm, option, value):
+    report = make_adapter(fake_slurm, **{option: value}).scan()
+    assert fake_slurm.updates() == [] and report.pending == 0
+
+
+def test_matching_filter_touches_jobs(fake_slurm):
+    make_adapter(fake_slurm, user="root", partition="debug").scan()
+    assert len(fake_slurm.updates()) == 6
+
+
+def test_vanished_job_does_not_stop_the_scan(fake_slurm):
+    fake_slurm.fail[4] = ["Job has already finished for job 4"]
+    report = make_adapter(fake_slurm).scan()
+    outcomes = {c.job_id: c.outcome for c in report.changes}
+    assert outcomes[4] == "vanished"
+    assert [outcomes[j] for j in SJF_ORDER[1:]] == ["applied"] * 5
+    assert fake_slurm.job(5)["priority"] == RANGE.top - RANGE.step
+
+
+def test_failed_call_is_retried_then_reported_then_tried_again(fake_slurm):
+    sleeps = []
+    fake_slurm.fail[2] = ["Unable to contact slurm controller (connect failure)"]
+    adapter = make_adapter(fake_slurm, sleeps=sleeps, retries=2)
+    report = adapter.scan()
+    assert not report.failures and sleeps == [0.25]  # one failure, one retry, applied
+    fake_slurm.fail[1] = ["Unable to contact slurm controller"] * 3
+    fake_slurm.job(1)["priority"] = 1  # something else moved it: the adapter must fix it
+    report = adapter.scan()
+    (failed,) = report.failures
+    assert failed.job_id == 1 and "Unable to contact" in failed.outcome
+    assert adapter.scan().changes[0].outcome == "applied"  # next scan: Slurm answers again
+    assert fake_slurm.job(1)["priority"] == RANGE.top - 3 * RANGE.step
+
+
+def test_scan_error_is_reported_and_the_loop_goes_on(fake_slurm):
+    calls = {"n": 0}
+
+    def flaky(argv, timeout_s, env):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: timeout")
+        return fake_slurm(argv, timeout_s, env)
+
+    reports = []
+    adapter = make_adapter(flaky)
+    assert adapter.run(max_scans=2, on_scan=reports.append) == 2
+    assert "slurm_load_jobs error" in reports[0].error
+    assert reports[1].error is None and len(reports[1].changes) == 6
+
+
+def test_restore_hands_priorities_back(fake_slurm):
+    original = {j: fake_slurm.job(j)["priority"] for j in SJF_ORDER}
+    adapter = make_adapter(fake_slurm)
+    adapter.scan()
+    fake_slurm.remove(8)  # finished meanwhile: nothing to restore
+    changes = adapter.restore()
+    assert {c.job_id for c in changes} == set(SJF_ORDER) - {8}
+    assert {j: fake_slurm.job(j)["priority"] for j in SJF_ORDER if j != 8} == {
+        j: p for j, p in original.items() if j != 8
+    }
+    assert ["scontrol", "release", "8"] not in fake_slurm.updates()
+
+
+def test_run_restores_on_the_way_out(fake_slurm):
+    original = fake_slurm.job(1)["priority"]
+    make_adapter(fake_slurm).run(max_scans=1, restore=True)
+    assert fake_slurm.job(1)["priority"] == original
+
+
+def test_completions_feed_the_history(fake_slurm):
+    adapter = make_adapter(fake_slurm, policy=make_policy("qssf"))
+    adapter.scan()
+    record = fake_slurm.job(3)
+    record["job_state"] = "COMPLETED"
+    record["end_time"] = record["start_time"] + 30
+    report = adapter.scan()
+    assert report.finished == [3] and report.running == 0
+    (completion,) = adapter._completions
+    assert (completion.num_gpus, completion.run_time_s) == (4, 30.0)
+
+
+def test_until_idle_stops(fake_slurm):
+    fake_slurm.squeue["jobs"] = []
+    assert make_adapter(fake_slurm).run(until_idle=True) == 1
+
+
+def two_node_sinfo(fake_slurm) -> dict:
+    node = fake_slurm.sinfo["nodes"][0]
+    busy = dict(node, name="n0", gres_used="gpu:2(IDX:0-1)", alloc_cpus=2)
+    idle = dict(node, name="n1", gres_used="gpu:0", alloc_cpus=0, state="idle")
+    return {**fake_slurm.sinfo, "nodes": [busy, idle]}
+
+
+def test_spread_advice_sets_oversubscribe_no(fake_slurm):
+    fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    report = make_adapter(fake_slurm, placer=SpreadPlacer(), advice_top_k=1).scan()
+    assert ["scontrol", "update", "jobid=4", "oversubscribe=no"] in fake_slurm.updates()
+    assert fake_slurm.job(4)["shared"] == "none"
+    assert [c.what for c in report.changes].count("oversubscribe") == 1
+
+
+def test_pack_advice_leaves_default_sharing_alone(fake_slurm):
+    fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    make_adapter(fake_slurm, placer=PackPlacer()).scan()
+    assert not [c for c in fake_slurm.updates() if "oversubscribe" in c[-1]]
+
+
+def test_exclusive_set_by_the_adapter_is_undone_by_restore(fake_slurm):
+    fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    adapter = make_adapter(fake_slurm, placer=SpreadPlacer(), advice_top_k=1)
+    adapter.scan()
+    adapter.restore()
+    assert fake_slurm.job(4)["shared"] == "shared"
+    assert fake_slurm.job(6)["shared"] == "none"  # the user's own --exclusive stays

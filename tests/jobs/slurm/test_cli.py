@@ -1,0 +1,108 @@
+"""Tiny end-to-end runs of the three commands without a Slurm: fake binaries on PATH answer with
+captured 22.05 output, and the experiment runs its simulated arms only."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from typer.testing import CliRunner
+
+from hetsched.cli import typer_app
+from hetsched.core.errors import UnknownNameError
+
+from .conftest import FIXTURES
+
+runner = CliRunner()
+
+
+def _invoke(*args: str):
+    result = runner.invoke(typer_app, ["jobs", *args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def fake_binaries(tmp_path, monkeypatch):
+    """``squeue``/``sinfo`` print the fixtures; ``scontrol`` logs its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "scontrol.log"
+    scripts = {
+        "squeue": f"cat {FIXTURES / 'squeue_22.05.json'}",
+        "sinfo": f"cat {FIXTURES / 'sinfo_busy_22.05.json'}",
+        "scontrol": f'echo "$@" >> {log}',
+    }
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_slurm_applies_priorities_through_scontrol(fake_binaries, tmp_path):
+    log_file = tmp_path / "changes.log"
+    result = _invoke(
+        "slurm",
+        "--policy",
+        "sjf",
+        "--interval",
+        "0.01",
+        "--max-scans",
+        "1",
+        "--top-priority",
+        "5000",
+        "--priority-step",
+        "10",
+        "--log-file",
+        str(log_file),
+    )
+    # Job 4 (requested 3 s, first under SJF) already has 5000 in the fixture: no call for it.
+    assert "1 scans, 5 changes applied" in result.output
+    lines = fake_binaries.read_text().splitlines()
+    assert not [line for line in lines if "jobid=4 " in line]
+    assert "update jobid=6 priority=4950" in lines  # requested 300 s: last
+    assert len(lines) == 5
+    assert "job 5 priority 1750 -> 4990" in log_file.read_text()
+
+
+def test_slurm_dry_run_calls_no_scontrol(fake_binaries):
+    result = _invoke(
+        "slurm", "--policy", "fcfs", "--interval", "0.01", "--max-scans", "2", "--dry-run"
+    )
+    assert "2 scans, dry run, nothing applied" in result.output
+    assert not fake_binaries.exists()
+
+
+def test_slurm_rejects_an_unknown_policy():
+    result = runner.invoke(typer_app, ["jobs", "slurm", "--policy", "nope", "--max-scans", "1"])
+    assert isinstance(result.exception, UnknownNameError)
+    assert "sjf" in str(result.exception)
+
+
+def test_slurm_submit_dry_run_prints_sbatch_lines():
+    result = _invoke(
+        "slurm-submit", "--jobs", "5", "--seed", "2", "--arrival-span-s", "4", "--dry-run"
+    )
+    lines = [line for line in result.output.splitlines() if "sbatch" in line]
+    assert len(lines) == 5
+    assert lines[0].startswith("t=  0.000s sbatch --parsable")
+    assert all("--gres=gpu:" in line and "--wrap=sleep" in line for line in lines)
+    assert lines[-1].startswith("t=  4.000s")
+
+
+def test_slurm_experiment_simulated(tmp_path):
+    out = tmp_path / "exp"
+    result = _invoke(
+        "slurm-experiment", "--simulate-only", "--jobs", "12", "--policy", "sjf", "--out", str(out)
+    )
+    assert "makespan" in result.output
+    payload = json.loads((out / "results.json").read_text())
+    assert [(r["arm"], r["mode"]) for r in payload["results"]] == [
+        ("slurm", "simulated"),
+        ("hetsched", "simulated"),
+    ]
+    assert payload["settings"]["workload"]["jobs"] == 12
