@@ -317,6 +317,9 @@ class GreedyExecutor:
             [request[3] for request in batch],
             lambda outputs: self._batch_done(instance, batch, outputs),
         )
+        vram_bytes = self.backend.vram_used_bytes()
+        if vram_bytes > self.record.peak_vram_bytes:
+            self.record.peak_vram_bytes = vram_bytes
 
     def _batch_done(self, instance: _Instance, batch: list[_Request], outputs: Any) -> None:
         now_s = self.clock.now_s()

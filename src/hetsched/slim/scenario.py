@@ -1,18 +1,18 @@
 """The paper's 3-GPU scenario (and variants) as one config, built into a runnable cluster.
 
 Defaults reproduce the setup of the Slim Scheduler paper's section IV.4: two RTX 2080 Ti and one
-GTX 980 Ti servers, each running the greedy executor (Algorithm 1) on the simulated backend,
-activations moving over a Wi-Fi 5 link, bursty arrivals, the paper's accuracy table (Tables I/II
-with nearest-neighbour lookup). ``live=True`` builds the same cluster on the live backend with
-whatever devices exist here.
-
-Until the executor issue's modules land, servers, link and accuracy table come from
-:mod:`hetsched.slim.standin` (see there).
+GTX 980 Ti servers, each running the greedy executor (Algorithm 1,
+:class:`~hetsched.slim.executor.GreedyExecutor`) on the simulated backend
+(:class:`~hetsched.slim.backends.sim.SimulatedBackend`, costs from the analytic SlimResNet cost
+table for CIFAR-100), activations moving over a shared Wi-Fi 5 link
+(:mod:`hetsched.slim.network`), bursty arrivals (:mod:`hetsched.slim.workload`), the paper's
+accuracy table (Tables I/II with nearest-neighbour lookup) or a measured one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from itertools import product
 from typing import Literal
 
@@ -20,24 +20,28 @@ import numpy as np
 from pydantic import Field
 
 from hetsched.core.config import StrictModel
+from hetsched.core.devices import load_device
 from hetsched.core.errors import ConfigError, HetschedError
 from hetsched.core.events import EventLoop
 from hetsched.core.seeding import make_rng
+from hetsched.slim.accuracy import AccuracyTable, load_accuracy_table
+from hetsched.slim.backends.sim import SimulatedBackend
 from hetsched.slim.cluster import ClusterConfig, SlimCluster
+from hetsched.slim.costs import SegmentCostTable, compute_cost_table
+from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
+from hetsched.slim.network import Link, link_config
 from hetsched.slim.routers.ppo import StateEncoder
-from hetsched.slim.standin import (
-    DEVICE_MODELS,
-    LINK_PRESETS,
-    PaperAccuracyTable,
-    QueueingServer,
-)
+from hetsched.slim.workload import arrival_times_s as draw_arrivals
+
+CIFAR100_CLASSES = 100
 
 
 class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Everything that defines a routing workload; every field has the paper's setup as default."""
 
     servers: tuple[str, ...] = ("rtx-2080-ti", "rtx-2080-ti", "gtx-980-ti")
-    """Device of each server (names from ``hetsched.core.devices``)."""
+    """Device of each server: a name from ``hetsched.core.devices.DEVICES`` or a profile JSON
+    written by ``hetsched slim profile``."""
     link: str = "wifi5"
     """Network preset between servers (``hetsched.slim.network``)."""
     accuracy_table: str = "paper"
@@ -50,8 +54,8 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Mean arrival rate r in images per second."""
     burst_s: float = Field(0.25, gt=0)
     """Mean length of an ON period of bursty arrivals."""
-    max_batch: int = Field(16, ge=1)
-    """B_max of each server's executor."""
+    executor: ExecutorConfig = ExecutorConfig()
+    """Algorithm 1's knobs of every server's executor (B_max, M_max, U_blk, t_idle, ...)."""
     widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     """Width choices of the router."""
     group_sizes: tuple[int, ...] = (1, 4, 8, 16)
@@ -70,7 +74,7 @@ class TableAccuracy:
     matches the table in expectation, and every policy run on a seed sees the same difficulties.
     """
 
-    def __init__(self, table: object, difficulty: np.ndarray) -> None:
+    def __init__(self, table: AccuracyTable, difficulty: np.ndarray) -> None:
         self.table = table
         self._difficulty = difficulty
 
@@ -84,14 +88,15 @@ class TableAccuracy:
         return bool(self._difficulty[image_index] < self.prior(widths))
 
 
-def accuracy_table(scenario: ScenarioConfig) -> PaperAccuracyTable:
-    """The scenario's accuracy table (``paper``: Tables I/II with nearest-neighbour lookup)."""
-    if scenario.accuracy_table != "paper":
-        raise ConfigError(
-            f"accuracy_table {scenario.accuracy_table!r}: only 'paper' is available until the"
-            " model issue's measured tables (hetsched.slim.accuracy) land"
-        )
-    return PaperAccuracyTable()
+def accuracy_table(scenario: ScenarioConfig) -> AccuracyTable:
+    """The scenario's accuracy table: ``paper`` (Tables I/II) or a measured table's JSON."""
+    return load_accuracy_table(scenario.accuracy_table)
+
+
+@cache
+def cifar100_costs() -> SegmentCostTable:
+    """The analytic SlimResNet cost table for CIFAR-100 (32x32 images, 100 classes)."""
+    return compute_cost_table(num_classes=CIFAR100_CLASSES)
 
 
 def mean_top1(scenario: ScenarioConfig) -> float:
@@ -106,48 +111,50 @@ def encoder_for(scenario: ScenarioConfig) -> StateEncoder:
 
 
 def arrival_times_s(scenario: ScenarioConfig, rng: np.random.Generator) -> np.ndarray:
-    """Image arrival times at mean rate r: Poisson, or bursty on/off.
-
-    Bursty: ON periods (exponential, mean ``burst_s``) at three times the mean rate alternate with
-    silent OFF periods twice as long on average, so the long-run rate stays r.
-    """
-    n, rate = scenario.num_images, scenario.rate_per_s
-    if scenario.arrival == "poisson":
-        return np.cumsum(rng.exponential(1.0 / rate, n))
-    times: list[float] = []
-    now_s = 0.0
-    while len(times) < n:
-        on_s = rng.exponential(scenario.burst_s)
-        count = rng.poisson(3.0 * rate * on_s)
-        times.extend(np.sort(now_s + rng.uniform(0.0, on_s, count)).tolist())
-        now_s += on_s + rng.exponential(2.0 * scenario.burst_s)
-    return np.asarray(times[:n])
+    """The scenario's image arrival times (its rate, process and size; see
+    :func:`hetsched.slim.workload.arrival_times_s`)."""
+    return draw_arrivals(
+        rng,
+        scenario.rate_per_s,
+        scenario.arrival,
+        count=scenario.num_images,
+        burst_s=scenario.burst_s,
+    )
 
 
 def build_cluster(scenario: ScenarioConfig, seed: int, *, live: bool = False) -> SlimCluster:
     """A fresh simulated cluster with the seed's workload scheduled.
 
     Raises:
-        HetschedError: For ``live=True`` (the live backend is the executor issue's) or unknown
-            devices / links.
+        HetschedError: For ``live=True`` (the live backend is wired in by the live-serving
+            work), unknown devices or links, or router widths outside the executors' W.
     """
     if live:
         raise HetschedError(
-            "--live needs the executor issue's live backend (hetsched.slim.backends),"
-            " which is not in this checkout yet"
+            "--live: the cluster runs on simulated servers only for now; the live backend"
+            " (hetsched.slim.backends.torch_live) is not wired into the cluster yet"
         )
+    missing = sorted(set(scenario.widths) - set(scenario.executor.widths))
+    if missing:
+        raise ConfigError(
+            f"widths: the router's widths {missing} are not in executor.widths"
+            f" {scenario.executor.widths}"
+        )
+    specs = []
+    for index, device in enumerate(scenario.servers):
+        try:
+            specs.append(load_device(device))
+        except HetschedError as error:
+            raise ConfigError(f"servers[{index}]: {error}") from None
     rng = make_rng(seed)
     loop = EventLoop()
-    unknown = [d for d in scenario.servers if d not in DEVICE_MODELS]
-    if unknown:
-        raise ConfigError(f"servers: unknown device(s) {unknown}; known: {sorted(DEVICE_MODELS)}")
-    if scenario.link not in LINK_PRESETS:
-        raise ConfigError(f"link: unknown preset {scenario.link!r}; known: {sorted(LINK_PRESETS)}")
-    servers = [
-        QueueingServer(loop, f"{i}:{device}", DEVICE_MODELS[device], scenario.max_batch)
-        for i, device in enumerate(scenario.servers)
-    ]
-    link = LINK_PRESETS[scenario.link](loop)
+    costs = cifar100_costs()
+    servers = []
+    for index, spec in enumerate(specs):
+        name = f"{index}:{spec.name}"
+        backend = SimulatedBackend(spec, costs, loop, name=name)
+        servers.append(GreedyExecutor(backend, loop, scenario.executor, name=name))
+    link = Link(loop, link_config(scenario.link), costs)
     cluster = SlimCluster(
         servers,
         loop,

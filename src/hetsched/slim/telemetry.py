@@ -80,6 +80,7 @@ class ExecutorTelemetry:
         self.loads = 0
         self.unloads = 0
         self.peak_vram_bytes = 0
+        """Highest VRAM in use seen at a batch start or a sample."""
         self._next_sample_s = float("-inf")
 
     def due(self, now_s: float) -> bool:

@@ -1,0 +1,194 @@
+"""One Slim server under a generated workload: ``hetsched slim run-server``.
+
+A single greedy executor (Algorithm 1) on one device, fed a seeded stream of segment requests
+(random segments and widths at rate r, Poisson or bursty; :mod:`hetsched.slim.workload`), run to
+the last completion; the report holds throughput, latency percentiles, utilisation, VRAM peak,
+energy with its source, and instance loads/unloads, plus the telemetry series and the Prometheus
+exposition of the run. :func:`open_server` is the one place a backend (and its clock) is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from hetsched.core.devices import load_device
+from hetsched.core.errors import HetschedError
+from hetsched.core.events import EventLoop
+from hetsched.core.metrics import Summary
+from hetsched.slim.backends.base import ExecutorBackend
+from hetsched.slim.backends.sim import SimulatedBackend
+from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
+from hetsched.slim.scenario import cifar100_costs
+from hetsched.slim.workload import Pattern, drive, segment_workload
+
+
+@dataclass
+class OpenServer:
+    """A backend, the clock it runs on, and how to run that clock until a condition holds."""
+
+    backend: ExecutorBackend
+    clock: Any
+    run_until: Callable[[Callable[[], bool]], None]
+
+
+def open_server(device: str, *, sim: bool) -> OpenServer:
+    """The backend of ``run-server``: the simulated twin of ``device`` (a built-in name or a
+    profile JSON), on a fresh event loop.
+
+    Raises:
+        HetschedError: Without ``sim`` (the live backend is not wired into this command yet),
+            or for an unknown device.
+    """
+    spec = load_device(device)
+    if not sim:
+        raise HetschedError(
+            "run-server: only the simulated twin is available in this command so far; pass --sim"
+        )
+    loop = EventLoop()
+    backend = SimulatedBackend(spec, cifar100_costs(), loop)
+
+    def run_until(finished: Callable[[], bool]) -> None:
+        while not finished() and loop.step():
+            pass
+
+    return OpenServer(backend, loop, run_until)
+
+
+@dataclass
+class ServerReport:
+    """What one run measured (times in seconds on the server's clock)."""
+
+    device: str
+    backend: str
+    pattern: str
+    rate_per_s: float
+    duration_s: float
+    seed: int
+    requests_submitted: int
+    requests_completed: int
+    makespan_s: float
+    throughput_per_s: float
+    latency_s: Summary
+    """Enqueue to the end of the request's batch."""
+    queue_s: Summary
+    """Enqueue to the start of the request's batch."""
+    utilization_mean_pct: float
+    """Time-weighted mean of the sampled utilisation series."""
+    utilization_peak_pct: float
+    vram_peak_bytes: int
+    energy_j: float
+    energy_source: str
+    loads: int
+    unloads: int
+    batches: int
+    mean_batch_size: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+def time_weighted_mean(times_s: list[float], values: list[float], end_s: float) -> float:
+    """Mean of a piecewise-constant series (each sample holds until the next) up to ``end_s``."""
+    if not times_s:
+        return float("nan")
+    edges = np.append(np.asarray(times_s, dtype=float), max(end_s, times_s[-1]))
+    spans = np.diff(edges)
+    if spans.sum() <= 0:
+        return float(np.mean(values))
+    return float(np.dot(spans, values) / spans.sum())
+
+
+def run_server(
+    device: str,
+    config: ExecutorConfig,
+    *,
+    pattern: Pattern,
+    duration_s: float,
+    seed: int,
+    sim: bool,
+) -> tuple[ServerReport, GreedyExecutor]:
+    """Runs one executor under the seeded workload until every request completed."""
+    server = open_server(device, sim=sim)
+    executor = GreedyExecutor(server.backend, server.clock, config)
+    workload = segment_workload(seed, config.arrival_rate_per_s, pattern, duration_s, config.widths)
+    start_s = server.clock.now_s()
+    finished = [0]
+
+    def done(_width: float) -> None:
+        finished[0] += 1
+
+    drive(workload, executor, server.clock, done)
+    server.run_until(lambda: finished[0] >= len(workload))
+    end_s = server.clock.now_s()
+    executor.record.sample(end_s, executor)
+    record, series = executor.record, executor.record.series
+    makespan_s = end_s - start_s
+    energy_j, energy_source = executor.energy()
+    report = ServerReport(
+        device=server.backend.name,
+        backend="sim" if sim else "live",
+        pattern=pattern,
+        rate_per_s=config.arrival_rate_per_s,
+        duration_s=duration_s,
+        seed=seed,
+        requests_submitted=len(workload),
+        requests_completed=record.completed,
+        makespan_s=makespan_s,
+        throughput_per_s=record.completed / makespan_s if makespan_s > 0 else float("nan"),
+        latency_s=record.latency_summary(),
+        queue_s=record.queue_summary(),
+        utilization_mean_pct=time_weighted_mean(series.time_s, series.utilization_pct, end_s),
+        utilization_peak_pct=max(series.utilization_pct, default=0.0),
+        vram_peak_bytes=record.peak_vram_bytes,
+        energy_j=energy_j,
+        energy_source=energy_source,
+        loads=record.loads,
+        unloads=record.unloads,
+        batches=record.batches,
+        mean_batch_size=record.completed / record.batches if record.batches else 0.0,
+    )
+    return report, executor
+
+
+def report_table(report: ServerReport):
+    """The report as a rich table (one metric per row)."""
+    from rich.table import Table
+
+    latency, queue = report.latency_s, report.queue_s
+    table = Table(
+        title=f"run-server {report.backend} {report.device}: {report.pattern} at"
+        f" {report.rate_per_s:g}/s for {report.duration_s:g} s, seed {report.seed}"
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        (
+            "requests completed / submitted",
+            f"{report.requests_completed} / {report.requests_submitted}",
+        ),
+        ("throughput (requests/s)", f"{report.throughput_per_s:.1f}"),
+        ("latency p50 / p90 / p99 (ms)", _millis(latency.p50, latency.p90, latency.p99)),
+        ("latency mean ± std (ms)", f"{1e3 * latency.mean:.2f} ± {1e3 * latency.std:.2f}"),
+        ("queueing p50 / p99 (ms)", _millis(queue.p50, queue.p99)),
+        (
+            "utilisation mean / peak (%)",
+            f"{report.utilization_mean_pct:.1f} / {report.utilization_peak_pct:.1f}",
+        ),
+        ("VRAM peak (MiB)", f"{report.vram_peak_bytes / 2**20:.1f}"),
+        ("energy (J)", f"{report.energy_j:.1f} (source: {report.energy_source})"),
+        ("batches (mean size)", f"{report.batches} ({report.mean_batch_size:.2f})"),
+        ("instance loads / unloads", f"{report.loads} / {report.unloads}"),
+        ("makespan (s)", f"{report.makespan_s:.3f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def _millis(*seconds: float) -> str:
+    return " / ".join(f"{1e3 * s:.2f}" for s in seconds)
