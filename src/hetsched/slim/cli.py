@@ -242,3 +242,158 @@ def accuracy_command(
     )
     for rich_table in paper_tables(table):
         console.print(rich_table)
+
+
+# -- executor: device profile (issue 3, live backend) ----------------------------------------------
+
+
+def _numbers(option: str, text: str, kind: type) -> list:
+    from hetsched.core.errors import ConfigError
+
+    try:
+        return [kind(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"{option}: expected comma-separated numbers, got {text!r}") from None
+
+
+@app.command("profile")
+def profile_command(
+    device: str = typer.Option("cpu", help="cpu, cuda or cuda:N."),
+    checkpoint: Path | None = typer.Option(
+        None, help="A SlimResNet checkpoint (default: random weights; latency does not care)."
+    ),
+    batch_sizes: str = typer.Option("1,2,4,8,16,32", help="Comma-separated batch sizes."),
+    widths: str = typer.Option("0.25,0.5,0.75,1.0", help="Comma-separated widths."),
+    image_size: int = typer.Option(32, help="Side of the square input images."),
+    min_time: float = typer.Option(0.2, help="Seconds of timed forwards per cell (at least 3)."),
+    passes: int = typer.Option(3, help="Round-robin passes over the cells (median of passes)."),
+    threads: int | None = typer.Option(None, help="torch CPU threads (default: torch's)."),
+    name: str | None = typer.Option(None, help="Profile name (default: cpu-<threads>core / GPU)."),
+    out: Path = typer.Option(Path("runs/profiles"), help="Folder for NAME.json and the plots."),
+) -> None:
+    """Measures a device over batch sizes and widths; writes a profile the simulator loads."""
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from hetsched.slim.checkpoint import load_model
+    from hetsched.slim.model import SlimResNet
+    from hetsched.slim.profile import run_profile
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if checkpoint is not None:
+        model = load_model(checkpoint)
+    else:
+        torch.manual_seed(0)
+        model = SlimResNet(num_classes=10)
+    console = Console()
+    console.print(f"profiling {device} ({torch.get_num_threads()} torch threads)")
+
+    def on_cell(cell) -> None:
+        if cell.batch_size == max(sizes):
+            console.print(
+                f"  segment {cell.segment + 1} width {cell.width:g}: batch {cell.batch_size}"
+                f" {1e3 * cell.latency_s:.2f} ms, {cell.flops / cell.latency_s / 1e9:.0f} GFLOP/s"
+            )
+
+    sizes = _numbers("--batch-sizes", batch_sizes, int)
+    result = run_profile(
+        model,
+        device,
+        sizes,
+        _numbers("--widths", widths, float),
+        out,
+        name=name,
+        image_size=image_size,
+        min_time_s=min_time,
+        passes=passes,
+        on_cell=on_cell,
+    )
+    fit, spec = result.fit, result.spec
+    table = Table(title=f"profile {spec.name}: fitted device model")
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    for field, value in (
+        ("launch overhead", f"{1e3 * fit.launch_overhead_s:.3f} ms"),
+        ("achieved throughput", f"{fit.achieved_flops_per_s / 1e9:.0f} GFLOP/s"),
+        (
+            "achieved fraction of peak",
+            f"{fit.achieved_fraction:.3f} of {fit.peak_tflops:g} TFLOP/s",
+        ),
+        ("median |relative error| of the fit", f"{100 * fit.median_relative_error:.1f} %"),
+        (
+            "knee utilisation",
+            "not measurable" if fit.knee_utilization is None else f"{fit.knee_utilization:.2f}",
+        ),
+    ):
+        table.add_row(field, value)
+    console.print(table)
+    console.print(f"energy: {result.energy_explanation}")
+    console.print(f"profile: {result.json_path}")
+    console.print(f"plots: {', '.join(str(p) for p in result.plot_paths)}")
+
+
+# -- executor: one server under a generated workload (issue 3) -------------------------------------
+
+
+@app.command("run-server")
+def run_server_command(
+    sim: bool = typer.Option(False, "--sim", help="Run the simulated twin of the device."),
+    device: str = typer.Option("rtx-2080-ti", help="A built-in device name or a profile JSON."),
+    rate: float = typer.Option(400.0, help="r: segment requests per second."),
+    pattern: str = typer.Option("poisson", help="Arrival process: poisson or bursty."),
+    duration_s: float = typer.Option(10.0, "--duration-s", help="Seconds of arrivals."),
+    seed: int = typer.Option(0, help="Seed of the workload."),
+    max_batch: int = typer.Option(16, help="B_max: most requests in one batch."),
+    vram_cap_gib: float | None = typer.Option(None, help="M_max in GiB (default: the device)."),
+    util_block_pct: float = typer.Option(95.0, help="U_blk: no loads at this utilisation (%)."),
+    idle_unload_s: float = typer.Option(2.0, help="t_idle: offload instances idle this long."),
+    queue_threshold: int = typer.Option(32, help="Q_th: queue length that triggers scale-up."),
+    scale_max_new: int = typer.Option(2, help="N_new: most instances loaded per scale-up."),
+    widths: str = typer.Option("0.25,0.5,0.75,1.0", help="W: comma-separated widths."),
+    out: Path = typer.Option(Path("runs/slim-server"), help="Folder for the JSON and metrics."),
+) -> None:
+    """Runs one server (greedy executor) under a seeded workload; prints and saves its metrics."""
+    import json
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from rich.console import Console
+
+    from hetsched.core.config import validate_config
+    from hetsched.core.errors import ConfigError
+    from hetsched.slim.executor import ExecutorConfig
+    from hetsched.slim.run_server import report_table, run_server
+    from hetsched.slim.telemetry import register_metrics
+
+    if pattern not in ("poisson", "bursty"):
+        raise ConfigError(f"--pattern: expected poisson or bursty, got {pattern!r}")
+    if duration_s <= 0:
+        raise ConfigError(f"--duration-s: expected a positive number of seconds, got {duration_s}")
+    knobs = {
+        "arrival_rate_per_s": rate,
+        "max_batch": max_batch,
+        "vram_cap_bytes": None if vram_cap_gib is None else int(vram_cap_gib * 1024**3),
+        "util_block_pct": util_block_pct,
+        "idle_unload_s": idle_unload_s,
+        "scale_queue_threshold": queue_threshold,
+        "scale_max_new": scale_max_new,
+        "widths": _numbers("--widths", widths, float),
+    }
+    config = validate_config(knobs, ExecutorConfig, "command line")
+    report, executor = run_server(
+        device, config, pattern=pattern, duration_s=duration_s, seed=seed, sim=sim
+    )
+    console = Console()
+    console.print(report_table(report))
+    out.mkdir(parents=True, exist_ok=True)
+    result = {
+        "config": config.model_dump(),
+        "report": report.as_dict(),
+        "series": executor.record.series.as_dict(),
+    }
+    (out / "run-server.json").write_text(json.dumps(result, indent=1))
+    registry = CollectorRegistry()
+    register_metrics(registry, [executor])
+    (out / "metrics.prom").write_bytes(generate_latest(registry))
+    console.print(f"results: {out / 'run-server.json'}; Prometheus metrics: {out / 'metrics.prom'}")

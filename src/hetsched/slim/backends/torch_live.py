@@ -10,8 +10,9 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
   under ``torch.inference_mode()`` on a worker thread (one per concurrently busy instance; torch
   releases the GIL while it computes), then hands the outputs back to the loop's thread with
   ``call_soon_threadsafe``, so the executor's state is only ever touched by that thread. An instance
-  wider than the requested width (FINDFREEBESTFIT, line 5) computes the requested width: slimmable
-  weights are leading slices, so the narrower network is a prefix of the wider one's.
+  wider than the requested width (FINDFREEBESTFIT, line 5) runs at its own width, as the paper's
+  instance does: the executor reports the instance's width as the executed one, the router takes
+  it as the next segment's w_prev, and the output's channels match it.
 * Telemetry: device memory from ``torch.cuda.memory_allocated`` on CUDA (the account of loaded
   instance bytes on the CPU, which has no allocator statistics); utilisation from NVML on NVIDIA
   GPUs, the busy share of this process's cores on the CPU; power and energy from the best meter of
@@ -27,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -156,24 +157,6 @@ class LiveInstance:
     busy: bool = False
     batches: int = 0
     last_latency_s: float = 0.0
-    _narrower: dict[float, SegmentAtWidth] = field(default_factory=dict, repr=False)
-
-    def at_width(self, width: float) -> SegmentAtWidth:
-        """This instance's weights run at ``width`` <= its own (the prefix of its channels)."""
-        if width == self.width:
-            return self.module
-        if width > self.width:
-            raise ValueError(
-                f"instance of segment {self.segment + 1} at width {self.width} cannot run the"
-                f" wider width {width}"
-            )
-        if width not in self._narrower:
-            # The body holds base x self.width output channels; width/self.width of them are the
-            # channels of `width` (exact for every pair of WIDTHS; channel_count checks).
-            self._narrower[width] = SegmentAtWidth(
-                self.module.body, width, run_width=width / self.width
-            )
-        return self._narrower[width]
 
 
 def _raise(error: BaseException) -> None:
@@ -306,7 +289,6 @@ class TorchBackend:
             raise RuntimeError(f"instance not loaded on {self.name}: {handle}")
         self._loaded.discard(handle)
         handle.module = handle.module.to("cpu")
-        handle._narrower.clear()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -316,7 +298,8 @@ class TorchBackend:
         """Starts RUNBATCH (line 10) on a worker thread; ``done(outputs)`` runs on the loop.
 
         Each input is one request's activation (C x H x W, any device); each output is one
-        image's result on the CPU (the next segment may run on another server).
+        image's result at the instance's width, on the CPU (the next segment may run on another
+        server).
 
         Raises:
             RuntimeError: If the instance is busy or not loaded (the executor broke the contract).
@@ -326,7 +309,8 @@ class TorchBackend:
             raise RuntimeError(f"instance not free on {self.name}: {handle}")
         if key.segment != handle.segment:
             raise ValueError(f"key {key} is for another segment than instance {handle}")
-        module = handle.at_width(key.width)
+        if key.width > handle.width:
+            raise ValueError(f"instance {handle} is narrower than the requested width of {key}")
         if not inputs:
             raise ValueError(f"empty batch for {key}")
         if key.segment > 0:
@@ -338,19 +322,17 @@ class TorchBackend:
                 )
         handle.busy = True
         self._busy_share.started()
-        self._pool.submit(self._run, handle, module, list(inputs), done)
+        self._pool.submit(self._run, handle, list(inputs), done)
 
     # -- worker side -------------------------------------------------------------------------------
 
-    def _run(
-        self, handle: LiveInstance, module: SegmentAtWidth, inputs: list[Any], done: BatchDone
-    ) -> None:
+    def _run(self, handle: LiveInstance, inputs: list[Any], done: BatchDone) -> None:
         """On a worker thread: the forward pass; then hands the outputs to the loop's thread."""
         try:
             start_s = time.perf_counter()
             with torch.inference_mode():
                 batch = torch.stack(inputs).to(self.device, non_blocking=True)
-                outputs = module(batch).cpu()  # .cpu() waits for a CUDA forward to finish
+                outputs = handle.module(batch).cpu()  # .cpu() waits for a CUDA forward to finish
             latency_s = time.perf_counter() - start_s
         except BaseException as error:  # surfaces on the loop's thread, never lost
             self._busy_share.finished()
