@@ -1,0 +1,192 @@
+"""The adapter against a real Slurm 22.05 on localhost with fake GPUs (skips without Slurm/root).
+
+Every job asks all 4 GPUs or waits behind one that does, so the start order is exactly the order
+Slurm's priorities impose, and the tests can check it against the policy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from hetsched.cli import typer_app
+from hetsched.jobs.policies import SJF
+from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
+from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
+from hetsched.jobs.slurm.experiment import FINAL_STATES
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def states(client: SlurmClient, ids) -> dict:
+    jobs = {j.job_id: j for j in client.jobs()}
+    return {i: jobs[i] for i in ids}
+
+
+@pytest.fixture
+def client(local_slurm):
+    """A client of the module's Slurm; cancels whatever a test leaves behind."""
+    client = local_slurm.client()
+    yield client
+    live = [j.job_id for j in client.jobs() if j.state not in FINAL_STATES]
+    client.cancel(live)
+    wait_for(lambda: all(j.state in FINAL_STATES for j in client.jobs()), 20, "an empty queue")
+
+
+def test_priorities_follow_the_policy_and_set_the_start_order(client):
+    blocker = client.submit(SubmitRequest("blocker", 3.0, 4, 60, requested_time_s=1.0))
+    ids = [
+        client.submit(SubmitRequest(f"j{i}", 1.5, 4, 60, requested_time_s=r))
+        for i, r in enumerate((30.0, 20.0, 10.0))
+    ]
+    assert len({j.priority for j in states(client, ids).values()}) == 1  # Slurm alone: FCFS
+    config = AdapterConfig(interval_s=0.5)
+    report = SlurmAdapter(client, SJF(), config).scan()
+    assert not report.failures and report.error is None
+    jobs = states(client, [blocker, *ids])
+    top, step = config.priority_range.top, config.priority_range.step
+    pending = [i for i in ids if jobs[i].pending]
+    assert pending == ids  # nothing passed the running (or top-ranked) blocker
+    # SJF: the job asking 10 s first, then 20 s, then 30 s; the blocker (1 s) is ranked above
+    # them if it was still pending at the scan.
+    offset = 1 if jobs[blocker].pending else 0
+    assert [jobs[i].priority for i in ids] == [top - (offset + r) * step for r in (2, 1, 0)]
+    wait_for(
+        lambda: all(j.state == "COMPLETED" for j in states(client, ids).values()),
+        40,
+        "the three jobs to complete",
+    )
+    starts = [j.start_time_s for j in states(client, ids).values()]
+    assert starts[2] < starts[1] < starts[0], starts
+
+
+class CancelOneWhileScoring:
+    """SJF that cancels one job while scoring: it vanishes between scan and update."""
+
+    name = "sjf-cancelling"
+
+    def __init__(self, client: SlurmClient, victim: int) -> None:
+        self.client, self.victim = client, victim
+
+    def score(self, state):
+        self.client.cancel([self.victim])
+        return SJF().score(state)
+
+
+def test_dry_run_restore_and_a_vanishing_job(client):
+    blocker = client.submit(SubmitRequest("blocker", 60.0, 4, 120))
+    ids = [
+        client.submit(SubmitRequest(f"w{i}", 1.0, 1, 60, requested_time_s=r))
+        for i, r in enumerate((30.0, 20.0, 10.0))
+    ]
+    wait_for(lambda: states(client, [blocker])[blocker].running, 15, "the blocker to start")
+    original = {i: j.priority for i, j in states(client, ids).items()}
+
+    dry = SlurmAdapter(client, SJF(), AdapterConfig(dry_run=True)).scan()
+    assert {c.outcome for c in dry.changes} == {"dry-run"} and len(dry.changes) == 3
+    assert {i: j.priority for i, j in states(client, ids).items()} == original
+
+    adapter = SlurmAdapter(client, CancelOneWhileScoring(client, ids[1]), AdapterConfig())
+    report = adapter.scan()
+    outcomes = {c.job_id: c.outcome for c in report.changes}
+    assert outcomes == {ids[0]: "applied", ids[1]: "vanished", ids[2]: "applied"}
+    changed = states(client, [ids[0], ids[2]])
+    assert changed[ids[2]].priority > changed[ids[0]].priority > original[ids[0]]
+
+    restored = adapter.restore()
+    assert {c.job_id for c in restored} == {ids[0], ids[2]}
+    after = states(client, [ids[0], ids[2]])
+    assert {i: j.priority for i, j in after.items()} == {i: original[i] for i in after}
+
+
+runner = CliRunner()
+
+
+def test_cli_submit_then_drive_until_idle(client, local_slurm, tmp_path):
+    conf = str(local_slurm.conf)
+    result = runner.invoke(
+        typer_app,
+        [
+            "jobs",
+            "slurm-submit",
+            "--slurm-conf",
+            conf,
+            "--jobs",
+            "3",
+            "--seed",
+            "4",
+            "--arrival-span-s",
+            "0",
+            "--max-run-s",
+            "1.5",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "submitted 3 jobs" in result.output
+    result = runner.invoke(
+        typer_app,
+        [
+            "jobs",
+            "slurm",
+            "--slurm-conf",
+            conf,
+            "--policy",
+            "sjf",
+            "--interval",
+            "0.3",
+            "--until-idle",
+            "--restore",
+            "--max-scans",
+            "100",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "scans" in result.output
+    assert all(j.state == "COMPLETED" for j in client.jobs() if j.name.startswith("hs-"))
+
+
+def test_cli_experiment_on_a_tiny_workload(tmp_path):
+    out = tmp_path / "exp"
+    result = runner.invoke(
+        typer_app,
+        [
+            "jobs",
+            "slurm-experiment",
+            "--jobs",
+            "6",
+            "--seed",
+            "1",
+            "--max-run-s",
+            "1.5",
+            "--arrival-span-s",
+            "1",
+            "--interval",
+            "0.5",
+            "--timeout-s",
+            "60",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["arm"], r["mode"]) for r in rows] == [
+        ("slurm", "simulated"),
+        ("hetsched", "simulated"),
+        ("slurm", "live"),
+        ("hetsched", "live"),
+    ]
+    for row in rows:
+        assert row["makespan_s"] > 0 and 0 < row["gpu_utilisation_pct"] <= 100
+        assert sorted(row["start_order"]) == list(range(6))
