@@ -25,7 +25,7 @@ import numpy as np
 
 from hetsched.core.errors import DataError
 from hetsched.jobs.placement import JobRequest, Placer
-from hetsched.jobs.policies import PriorityPolicy
+from hetsched.jobs.policies import PriorityPolicy, QueueState
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
 from hetsched.jobs.slurm.priorities import (
     Advice,
@@ -140,11 +140,6 @@ class SlurmAdapter:
             return False
         return user is None or job.user == user
 
-    @property
-    def touched_jobs(self) -> dict[int, int]:
-        """Job id -> priority before the adapter first changed it."""
-        return dict(self._original_priority)
-
     # -- one scan ----------------------------------------------------------------------------
     def scan(self) -> ScanReport:
         """Reads the cluster once and applies (or, in dry-run, logs) the changes.
@@ -204,7 +199,9 @@ class SlurmAdapter:
                 self._running[job.job_id] = job
         return finished
 
-    def _advise(self, pending: list[SlurmJob], priorities: np.ndarray, queue_state) -> list[Change]:
+    def _advise(
+        self, pending: list[SlurmJob], priorities: np.ndarray, queue_state: QueueState
+    ) -> list[Change]:
         """Oversubscribe advice for the top-K jobs (section 3.1.2, the solver's guidance)."""
         state = queue_state.cluster_state
         every_node = np.ones(len(state.cluster.nodes), dtype=bool)

@@ -34,6 +34,8 @@ def _load_workload(
 
     table, _, _, _ = _load_jobs(trace, fmt, synthetic, jobs, seed, False)
     if trace is not None:
+        if not 0 <= start < len(table):
+            raise HetschedError(f"--start {start} is outside the trace's {len(table)} jobs")
         table = table.window(start, min(jobs, len(table) - start))
     table = fill_requested_times(table, estimate, seed)
     return scale_workload(table, WorkloadScale(min_run_s, max_run_s, arrival_span_s, max_gpus))
@@ -110,12 +112,14 @@ def register(app: typer.Typer) -> None:
             nonlocal applied
             applied += sum(c.outcome == "applied" for c in report.changes)
 
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # restore on kill, too
         try:
             scans = adapter.run(max_scans, until_idle, restore, on_scan=count)
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             return
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         mode = "dry run, nothing applied" if dry_run else f"{applied} changes applied"
         typer.echo(f"{scans} scans, {mode}")
 
