@@ -90,14 +90,18 @@ class Clock(Protocol):
 class _Instance:
     """A loaded instance i_s(seg, w, device, busy, t_last) of Algorithm 1's state."""
 
-    __slots__ = ("busy", "handle", "segment", "t_last_s", "width")
+    __slots__ = ("busy", "handle", "pool", "segment", "t_last_s", "width")
 
-    def __init__(self, segment: int, width: float, handle: Any, now_s: float) -> None:
+    def __init__(
+        self, segment: int, width: float, handle: Any, now_s: float, pool: list[_Instance]
+    ) -> None:
         self.segment = segment
         self.width = width
         self.handle = handle
         self.busy = False
         self.t_last_s = now_s
+        self.pool = pool
+        """The free list of its (segment, width), where it goes back when its batch ends."""
 
 
 # A queued request q(seg, w_req, t_enq, w_prev): its key is the queue it sits in; the tuple holds
@@ -254,7 +258,7 @@ class GreedyExecutor:
                     self._wait_blocked()  # line 9: the batch stays at the front of Q
                     break
             self._run_batch(instance, key, queue, now_s)  # lines 4 and 10
-        if self.record.due(now_s):
+        if now_s >= self.record.next_sample_s:
             self.record.sample(now_s, self)
 
     def _find_free_best_fit(self, segment: int, width: float) -> _Instance | None:
@@ -282,14 +286,15 @@ class GreedyExecutor:
         for _ in range(wanted):
             if not self._can_load(segment, width):
                 break
-            instance = _Instance(segment, width, self.backend.load(segment, width), now_s)
+            pool = self._free[(segment, width)]
+            instance = _Instance(segment, width, self.backend.load(segment, width), now_s, pool)
             self._loaded[(segment, width)] += 1
             self._instances_loaded += 1
             self.record.loads += 1
             if first is None:
                 first = instance
             else:
-                self._free[(segment, width)].append(instance)
+                pool.append(instance)
         return first
 
     def _can_load(self, segment: int, width: float) -> bool:
@@ -325,7 +330,7 @@ class GreedyExecutor:
         now_s = self.clock.now_s()
         instance.busy = False
         instance.t_last_s = now_s  # line 10: update inst.t_last
-        self._free[(instance.segment, instance.width)].append(instance)
+        instance.pool.append(instance)
         self._running -= 1
         telemetry = self.record
         telemetry.batches += 1

@@ -23,16 +23,19 @@ from hetsched.slim.backends.base import ExecutorBackend
 from hetsched.slim.backends.sim import SimulatedBackend
 from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
 from hetsched.slim.scenario import cifar100_costs
-from hetsched.slim.workload import Pattern, drive, segment_workload
+from hetsched.slim.workload import Pattern, SegmentWorkload, Submitter, replay, segment_workload
 
 
 @dataclass
 class OpenServer:
-    """A backend, the clock it runs on, and how to run that clock until a condition holds."""
+    """A backend, the clock it runs on, how to feed it a workload and how to run the clock."""
 
     backend: ExecutorBackend
     clock: Any
+    feed: Callable[[SegmentWorkload, Submitter, Callable[[float], None]], None]
+    """Submits a workload's requests at their arrival times (it may run the clock meanwhile)."""
     run_until: Callable[[Callable[[], bool]], None]
+    """Runs the clock until the condition holds."""
 
 
 def open_server(device: str, *, sim: bool) -> OpenServer:
@@ -51,11 +54,14 @@ def open_server(device: str, *, sim: bool) -> OpenServer:
     loop = EventLoop()
     backend = SimulatedBackend(spec, cifar100_costs(), loop)
 
+    def feed(workload: SegmentWorkload, server: Submitter, done: Callable[[float], None]) -> None:
+        replay(workload, server, loop, done)
+
     def run_until(finished: Callable[[], bool]) -> None:
         while not finished() and loop.step():
             pass
 
-    return OpenServer(backend, loop, run_until)
+    return OpenServer(backend, loop, feed, run_until)
 
 
 @dataclass
@@ -122,7 +128,7 @@ def run_server(
     def done(_width: float) -> None:
         finished[0] += 1
 
-    drive(workload, executor, server.clock, done)
+    server.feed(workload, executor, done)
     server.run_until(lambda: finished[0] >= len(workload))
     end_s = server.clock.now_s()
     executor.record.sample(end_s, executor)

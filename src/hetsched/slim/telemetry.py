@@ -81,15 +81,12 @@ class ExecutorTelemetry:
         self.unloads = 0
         self.peak_vram_bytes = 0
         """Highest VRAM in use seen at a batch start or a sample."""
-        self._next_sample_s = float("-inf")
-
-    def due(self, now_s: float) -> bool:
-        """Whether a sample is due (the executor then calls :meth:`sample`)."""
-        return now_s >= self._next_sample_s
+        self.next_sample_s = float("-inf")
+        """When the next sample is due (the executor then calls :meth:`sample`)."""
 
     def sample(self, now_s: float, executor: GreedyExecutor) -> None:
         """Appends one row of the series from the executor's and backend's state now."""
-        self._next_sample_s = now_s + self.sample_interval_s
+        self.next_sample_s = now_s + self.sample_interval_s
         backend = executor.backend
         vram_bytes = backend.vram_used_bytes()
         self.peak_vram_bytes = max(self.peak_vram_bytes, vram_bytes)
