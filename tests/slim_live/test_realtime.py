@@ -32,10 +32,19 @@ def test_schedule_in_waits_for_the_wall_clock_and_cancel_skips() -> None:
     assert loop.run_until(lambda: bool(fired), timeout_s=2.0)
     assert fired[0] - start_s >= 0.05
     assert -1.0 not in fired
-    with pytest.raises(ValueError, match="delay"):
-        loop.schedule_in(-1.0, lambda: None)
     with pytest.raises(ValueError, match="finite"):
         loop.schedule(float("nan"), lambda: None)
+
+
+def test_a_moment_already_past_runs_first_and_is_no_error() -> None:
+    # The executor arms timers as schedule_in(at_s - now_s()); on a wall clock that is < 0 when
+    # the clock moved between the two reads.
+    loop = RealTimeLoop()
+    order: list[str] = []
+    loop.schedule_in(0.0, lambda: order.append("now"))
+    loop.schedule_in(-0.001, lambda: order.append("past"))
+    assert loop.run_until(lambda: len(order) == 2, timeout_s=1.0)
+    assert order == ["past", "now"]
 
 
 def test_run_until_times_out_when_the_predicate_never_holds() -> None:

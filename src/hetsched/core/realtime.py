@@ -68,9 +68,11 @@ class RealTimeLoop:
     def schedule_in(
         self, delay_s: float, callback: Callable[[], None], priority: int = 0
     ) -> EventHandle:
-        """Schedules ``callback`` ``delay_s`` seconds from now (must be >= 0)."""
-        if delay_s < 0:
-            raise ValueError(f"delay must be >= 0, got {delay_s}")
+        """Schedules ``callback`` ``delay_s`` seconds from now.
+
+        A negative delay means a moment already past (a caller computed ``at_s - now_s()`` and
+        the wall clock moved on before this call): it runs as soon as possible.
+        """
         return self.schedule(self.now_s() + delay_s, callback, priority)
 
     def call_soon_threadsafe(self, callback: Callable[[], None]) -> EventHandle:

@@ -266,7 +266,7 @@ def profile_command(
     widths: str = typer.Option("0.25,0.5,0.75,1.0", help="Comma-separated widths."),
     image_size: int = typer.Option(32, help="Side of the square input images."),
     min_time: float = typer.Option(0.2, help="Seconds of timed forwards per cell (at least 3)."),
-    passes: int = typer.Option(3, help="Round-robin passes over the cells (median of passes)."),
+    passes: int = typer.Option(3, help="Round-robin passes over the cells (the fastest counts)."),
     threads: int | None = typer.Option(None, help="torch CPU threads (default: torch's)."),
     name: str | None = typer.Option(None, help="Profile name (default: cpu-<threads>core / GPU)."),
     out: Path = typer.Option(Path("runs/profiles"), help="Folder for NAME.json and the plots."),

@@ -59,7 +59,7 @@ class ProfileCell:
     batch_size: int
     flops: int
     latency_s: float
-    """Median over ``repeats`` timed forwards."""
+    """Median over ``repeats`` timed forwards (of the fastest pass)."""
     repeats: int
     memory_bytes: int
     memory_source: str
@@ -166,8 +166,8 @@ def profile_cells(
 ) -> list[ProfileCell]:
     """Measures every (segment, width, batch size) on ``device``, ``passes`` times round-robin.
 
-    A cell's latency is the median of its passes' medians, its utilisation and energy the mean
-    over passes: on a shared machine another job's burst then spoils one pass of a cell, not the
+    A cell's figures are those of its fastest pass (the least disturbed one, by its median
+    latency): on a shared machine another job's burst then spoils one pass of a cell, not the
     cell (every pass of a cell would fall into the same burst if they ran back to back).
     """
     costs = compute_cost_table(model.num_classes, image_size, model.widths)
@@ -193,21 +193,20 @@ def profile_cells(
             samples[segment, width, batch].append((*measured, *memory))
     cells = []
     for (segment, width, batch), runs in samples.items():
-        latencies, repeats, utils, energies, memories, memory_sources = zip(*runs, strict=True)
-        known_utils = [u for u in utils if u is not None]
+        latency_s, repeats, util, energy_j, memory, memory_source = min(runs, key=lambda r: r[0])
         cost = costs.get(segment, width, None if segment == 0 else width)
         cell = ProfileCell(
             segment=segment,
             width=float(width),
             batch_size=batch,
             flops=cost.flops_per_image * batch,
-            latency_s=statistics.median(latencies),
-            repeats=sum(repeats),
-            memory_bytes=int(max(memories)),
-            memory_source=memory_sources[0],
-            utilization_pct=statistics.fmean(known_utils) if known_utils else None,
+            latency_s=latency_s,
+            repeats=repeats,
+            memory_bytes=int(memory),
+            memory_source=memory_source,
+            utilization_pct=util,
             utilization_source=utilization.source,
-            energy_j=statistics.fmean(energies),
+            energy_j=energy_j,
             energy_source=meter.source,
         )
         cells.append(cell)

@@ -5,7 +5,8 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
 
 * ``load`` (line 7, after CANLOAD) extracts a standalone (segment, width) instance holding only its
   weights (:func:`~hetsched.slim.model.extract_segment`) and moves it to the device; ``unload``
-  (line 25) moves it back to the CPU, drops it and frees the device's cached memory.
+  (line 25) moves it back to the CPU, where it waits for the next load of its key, and frees the
+  device's cached memory.
 * ``run_batch`` (line 10, RUNBATCH) stacks the requests' activations into one batch and runs it
   under ``torch.inference_mode()`` on a worker thread (one per concurrently busy instance; torch
   releases the GIL while it computes), then hands the outputs back to the loop's thread with
@@ -209,6 +210,7 @@ class TorchBackend:
         self._costs = compute_cost_table(self._model.num_classes, widths=self._model.widths)
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix=f"{self.name}-batch")
         self._loaded: set[LiveInstance] = set()
+        self._offloaded: dict[tuple[int, float], list[SegmentAtWidth]] = {}
         self.batch_latencies_s: list[float] = []
         """Compute time of every batch, in completion order."""
 
@@ -269,9 +271,18 @@ class TorchBackend:
         return self.meter.energy_j()
 
     def load(self, segment: int, width: float) -> LiveInstance:
-        """Extracts (segment, width) and moves its weights to the device (Algorithm 1 line 7)."""
-        module = extract_segment(self._model, segment, float(width))
-        module = module.to(self.device).eval().requires_grad_(False)
+        """Moves a (segment, width) instance's weights to the device (Algorithm 1 line 7).
+
+        The instance comes from the CPU copies that ``unload`` offloaded, or is extracted from
+        the model the first time (extraction builds and slices the layers: tens of ms).
+        """
+        offloaded = self._offloaded.get((segment, float(width)))
+        if offloaded:
+            module = offloaded.pop()
+        else:
+            module = extract_segment(self._model, segment, float(width)).eval()
+            module.requires_grad_(False)
+        module = module.to(self.device)
         param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
         instance = LiveInstance(segment, float(width), module, param_bytes)
         self._loaded.add(instance)
@@ -279,6 +290,8 @@ class TorchBackend:
 
     def unload(self, handle: LiveInstance) -> None:
         """Offloads to the CPU and frees the device memory (Algorithm 1 line 25).
+
+        The CPU copy is kept for the next ``load`` of the same (segment, width).
 
         Raises:
             RuntimeError: If a batch still runs on it, or it is not loaded here.
@@ -288,7 +301,8 @@ class TorchBackend:
         if handle not in self._loaded:
             raise RuntimeError(f"instance not loaded on {self.name}: {handle}")
         self._loaded.discard(handle)
-        handle.module = handle.module.to("cpu")
+        module = handle.module.to("cpu")
+        self._offloaded.setdefault((handle.segment, handle.width), []).append(module)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
