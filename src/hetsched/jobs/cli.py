@@ -326,3 +326,7 @@ def _plot_utilisation(results: dict, path: Path) -> None:
 from hetsched.jobs.slurm.cli import register as register_slurm  # noqa: E402 (issue 9)
 
 register_slurm(app)
+
+from hetsched.jobs.rl_cli import register as register_rl  # noqa: E402 (issue 6)
+
+register_rl(app)

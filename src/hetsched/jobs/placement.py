@@ -54,14 +54,16 @@ def capacity_per_node(request: JobRequest, state: ClusterState) -> np.ndarray:
             & (state.free_memory_mib >= request.memory_mib - 1e-9)
         )
         return ok.astype(np.int64)
-    cap = np.where(request.eligible, state.free_gpus, 0)
+    cap = np.where(request.eligible, state.free_gpus, 0).astype(np.float64)
+    # Bounds stay float until the end: a node without a CPU or memory limit has inf free, which
+    # an early integer cast would turn into a huge negative capacity (the node would never fit).
     if request.cpus > 0:
         per_gpu = request.cpus / gpus
-        cap = np.minimum(cap, np.floor(state.free_cpus / per_gpu + 1e-9).astype(np.int64))
+        cap = np.minimum(cap, np.floor(state.free_cpus / per_gpu + 1e-9))
     if request.memory_mib > 0:
         per_gpu = request.memory_mib / gpus
-        cap = np.minimum(cap, np.floor(state.free_memory_mib / per_gpu + 1e-9).astype(np.int64))
-    return np.maximum(cap, 0)
+        cap = np.minimum(cap, np.floor(state.free_memory_mib / per_gpu + 1e-9))
+    return np.maximum(cap, 0).astype(np.int64)
 
 
 def _make_allocation(
@@ -211,3 +213,12 @@ class SpreadPlacer:
     def place(self, request: JobRequest, state: ClusterState) -> Allocation | None:
         """Worst-fit placement on the fewest nodes, GPUs split evenly."""
         return place_on_nodes(request, state, None, spread=True)
+
+
+@PLACERS.register("milp")
+def milp_placer(**options: object) -> Placer:
+    """RLTune's MILP placement (:class:`hetsched.jobs.milp.MILPPlacer`), imported on first use so
+    the solvers load only when asked for."""
+    from hetsched.jobs.milp import MILPPlacer
+
+    return MILPPlacer(**options)

@@ -64,6 +64,10 @@ class SimulationConfig:
             once on arrival.
         drop_unrunnable: Drop jobs that can never fit (reported in the result) instead of raising.
         max_passes: Safety limit on scheduling passes (None = unlimited).
+        starts_per_pass: None = a pass starts every job that fits; a number = at most that many,
+            then another pass runs at the same instant. A policy whose scores depend on the free
+            resources (the RL prioritiser) asks for 1 through its own ``starts_per_pass``
+            attribute, so it re-scores after every start.
     """
 
     queue_mode: QueueMode = "greedy"
@@ -71,6 +75,7 @@ class SimulationConfig:
     recompute_interval_s: float | None = None
     drop_unrunnable: bool = False
     max_passes: int | None = None
+    starts_per_pass: int | None = None
 
 
 @dataclass
@@ -230,6 +235,11 @@ class Simulator:
         self.policy = policy
         placer = self.config.placer
         self.placer: Placer = PLACERS.create(placer) if isinstance(placer, str) else placer
+        self._starts_per_pass = self.config.starts_per_pass or getattr(
+            policy, "starts_per_pass", None
+        )
+        # A placer with look-ahead (the MILP placer) is told the next jobs in priority order.
+        self._lookahead_jobs = int(getattr(self.placer, "lookahead_jobs", 0))
         self.user_codes, _ = jobs.user_codes()
         self._requests = self._build_requests()
         # Jobs of one shape (eligible nodes, GPUs, CPUs, memory) fit or fail together; within a
@@ -448,6 +458,9 @@ class Simulator:
             alloc = None
             shape = self._shape[index]
             if need <= free_gpus and shape not in failed:
+                if self._lookahead_jobs:
+                    upcoming = order[position + 1 : position + 1 + self._lookahead_jobs]
+                    self.placer.set_lookahead([self._requests[j] for j in upcoming.tolist()])
                 alloc = self.placer.place(self._requests[index], state)
                 if alloc is None:
                     failed.add(shape)
@@ -455,6 +468,9 @@ class Simulator:
                 self._start_job(index, alloc)
                 started.append(index)
                 free_gpus -= need
+                if self._starts_per_pass is not None and len(started) >= self._starts_per_pass:
+                    self._request_pass()  # re-score with the new free resources, same instant
+                    break
                 continue
             if mode in ("strict", "committed"):
                 break

@@ -1,0 +1,265 @@
+"""`hetsched jobs train` and `hetsched jobs evaluate`: RLTune's RL prioritiser on a trace.
+
+Both commands load the same scenario (trace or synthetic profile, cluster slice, arrival
+compression, requested-time model, 90 %/10 % split by time), so a model trained by ``train`` is
+evaluated by ``evaluate`` on the held-out 10 % of the same jobs when given the same data options.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from hetsched.core.errors import HetschedError
+
+TRACE_HELP = "Trace file (or PAI 2020 folder)."
+DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
+
+
+def _single_threaded_torch() -> None:
+    """Per-decision tensors are tiny (one queue); torch's intra-op thread pool only adds wake-up
+    latency, which on a loaded machine made each forward pass ~5x slower."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _scenario(
+    trace: Path | None,
+    trace_format: str,
+    synthetic: str | None,
+    jobs: int,
+    cluster: str | None,
+    cluster_fraction: float,
+    arrival_compression: float,
+    estimate: str,
+    data_seed: int,
+):
+    from hetsched.jobs.scenario import load_scenario
+
+    return load_scenario(
+        trace,
+        trace_format,
+        synthetic,
+        jobs,
+        cluster,
+        cluster_fraction,
+        estimate,
+        0.9,
+        data_seed,
+        arrival_compression,
+    )
+
+
+def _describe(console, scenario) -> dict:
+    info = {
+        "trace": scenario.name,
+        "cluster": scenario.cluster.describe(),
+        "jobs": len(scenario.jobs),
+        "train_jobs": len(scenario.train),
+        "test_jobs": len(scenario.test),
+    }
+    console.print(
+        f"{scenario.name}: {len(scenario.jobs)} jobs ({len(scenario.train)} train /"
+        f" {len(scenario.test)} held out) on {scenario.cluster.name}"
+        f" ({len(scenario.cluster.nodes)} nodes, {scenario.cluster.total_gpus} GPUs)"
+    )
+    return info
+
+
+def train(
+    trace: Path | None = typer.Option(None, help=TRACE_HELP),
+    format: str = typer.Option("auto", "--format", help="Trace format (auto = from the name)."),
+    synthetic: str | None = typer.Option(None, help="Synthetic profile: philly, helios, alibaba."),
+    jobs: int = typer.Option(4096, help="Jobs of the synthetic trace."),
+    cluster: str | None = typer.Option(None, help="Built-in cluster name or a YAML file."),
+    cluster_fraction: float = typer.Option(1.0, help="Keep this share of each node shape."),
+    arrival_compression: float = typer.Option(1.0, help="Divide submit times by this (load)."),
+    estimate: str = typer.Option("auto", help="Requested time: auto, user-history, noisy, ..."),
+    data_seed: int = typer.Option(0, help="Seed of the synthetic trace and the estimates."),
+    base_policy: str = typer.Option("fcfs", help="Base policy of the reward (fcfs = FIFO)."),
+    metric: str = typer.Option("wait", help="Reward metric: wait, jct, bsld or util."),
+    epochs: int = typer.Option(10, help="Training epochs."),
+    trajectories_per_epoch: int = typer.Option(100, help="Episodes per epoch (paper: 100)."),
+    trajectories_per_update: int = typer.Option(4, help="Episodes per PPO update."),
+    episode_jobs: int = typer.Option(256, help="Jobs per episode (paper: 256)."),
+    max_queue: int = typer.Option(256, help="MAX_QUEUE_SIZE: visible queue slots."),
+    placement: str = typer.Option("pack", help="Placer: pack, spread or milp."),
+    learning_rate: float = typer.Option(1e-3, help="Adam learning rate."),
+    seed: int = typer.Option(0, help="Training seed (weights, sampling, episode starts)."),
+    out: Path = typer.Option(Path("runs/jobs/train"), help="Output folder."),
+) -> None:
+    """Trains the RL prioritiser with PPO against a base policy; saves checkpoints and curves."""
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from hetsched.jobs.environment import check_metric
+    from hetsched.jobs.placement import PLACERS
+    from hetsched.jobs.policies import make_policy
+    from hetsched.jobs.training import TrainConfig, plot_training_curve, train_agent
+
+    check_metric(metric)
+    make_policy(base_policy)
+    _single_threaded_torch()
+    PLACERS.get(placement)
+    try:
+        config = TrainConfig(
+            base_policy=base_policy,
+            metric=metric,
+            epochs=epochs,
+            trajectories_per_epoch=trajectories_per_epoch,
+            trajectories_per_update=trajectories_per_update,
+            episode_jobs=episode_jobs,
+            max_queue=max_queue,
+            placer=placement,
+            seed=seed,
+            learning_rate=learning_rate,
+        )
+    except ValueError as error:
+        raise HetschedError(f"bad training option: {error}") from None
+    console = Console()
+    scenario = _scenario(
+        trace, format, synthetic, jobs, cluster, cluster_fraction, arrival_compression, estimate,
+        data_seed,
+    )  # fmt: skip
+    info = _describe(console, scenario)
+    total = epochs * trajectories_per_epoch
+    started = time.perf_counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[last]}"))
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(f"training vs {base_policy} ({metric})", total=total, last="")
+
+        def advance(index: int, outcome) -> None:
+            progress.update(task, advance=1, last=f"last reward {outcome.reward:+.3f}")
+
+        run = train_agent(scenario.train, scenario.cluster, config, out, advance)
+    wall_s = time.perf_counter() - started
+    table = Table(title=f"training vs {base_policy}, metric {metric} (reward = normalised gap)")
+    for column in ("epoch", "episodes", "improvement", "base", "RL", "decisions/episode"):
+        table.add_column(column, justify="right")
+    for h in run.history:
+        table.add_row(
+            f"{h['epoch']}",
+            f"{h['trajectories']}",
+            f"{100 * h['improvement']:+.2f} %",
+            f"{h['base_metric']:.2f}",
+            f"{h['rl_metric']:.2f}",
+            f"{h['decisions_per_episode']:.0f}",
+        )
+    console.print(table)
+    plot_training_curve(
+        run.history, f"{scenario.name}: RL vs {base_policy} ({metric})", out / "training_curve.png"
+    )
+    summary = {"scenario": info, "wall_s": wall_s, "checkpoint": str(run.checkpoint)}
+    (out / "run.json").write_text(json.dumps(summary, indent=2, default=str))
+    console.print(
+        f"trained {total} episodes in {wall_s:.0f} s; saved in {out}: agent.pt, checkpoints/,"
+        " training.json, training.csv, training_curve.png, run.json"
+    )
+
+
+def evaluate(
+    checkpoint: list[Path] = typer.Option(..., help="Agent checkpoint(s); repeat for several."),
+    trace: Path | None = typer.Option(None, help=TRACE_HELP),
+    format: str = typer.Option("auto", "--format", help="Trace format (auto = from the name)."),
+    synthetic: str | None = typer.Option(None, help="Synthetic profile: philly, helios, alibaba."),
+    jobs: int = typer.Option(4096, help="Jobs of the synthetic trace."),
+    cluster: str | None = typer.Option(None, help="Built-in cluster name or a YAML file."),
+    cluster_fraction: float = typer.Option(1.0, help="Keep this share of each node shape."),
+    arrival_compression: float = typer.Option(1.0, help="Divide submit times by this (load)."),
+    estimate: str = typer.Option("auto", help="Requested time: auto, user-history, noisy, ..."),
+    data_seed: int = typer.Option(0, help="Seed of the synthetic trace and the estimates."),
+    bases: str = typer.Option(DEFAULT_BASES, help="Comma-separated base policies."),
+    split: str = typer.Option("test", help="test (held-out 10 %), train or all."),
+    windows: int = typer.Option(10, help="Random windows."),
+    window_size: int = typer.Option(1024, help="Jobs per window."),
+    placement: str = typer.Option("pack", help="Placer: pack, spread or milp."),
+    seed: int = typer.Option(0, help="Seed of the window starts."),
+    out: Path = typer.Option(Path("runs/jobs/evaluate"), help="Output folder."),
+) -> None:
+    """Compares base policies with RL agents on seeded windows (Tables 6/7/9, Figs. 12/14/15)."""
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from hetsched.jobs.agent import load_checkpoint
+    from hetsched.jobs.evaluation import evaluate_agents, write_report
+    from hetsched.jobs.placement import PLACERS
+    from hetsched.jobs.policies import make_policy
+
+    _single_threaded_torch()
+    base_names = [b.strip() for b in bases.split(",") if b.strip()]
+    for name in base_names:
+        make_policy(name)
+    PLACERS.get(placement)
+    for path in checkpoint:
+        load_checkpoint(path)  # a bad file fails before the trace is loaded
+    if split not in ("test", "train", "all"):
+        raise HetschedError(f"unknown split {split!r}; known: test, train, all")
+    console = Console()
+    scenario = _scenario(
+        trace, format, synthetic, jobs, cluster, cluster_fraction, arrival_compression, estimate,
+        data_seed,
+    )  # fmt: skip
+    info = _describe(console, scenario)
+    table_jobs = {"test": scenario.test, "train": scenario.train, "all": scenario.jobs}[split]
+    if window_size > len(table_jobs):
+        raise HetschedError(
+            f"windows of {window_size} jobs do not fit the {split} part ({len(table_jobs)} jobs);"
+            " pass a smaller --window-size"
+        )
+    runs = windows * (len(base_names) + len(checkpoint))
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("evaluating", total=runs)
+        report = evaluate_agents(
+            table_jobs,
+            scenario.cluster,
+            checkpoint,
+            base_names,
+            windows,
+            window_size,
+            seed,
+            placement,
+            on_run=lambda: progress.advance(task),
+        )
+    title = f"{scenario.name}, {split} part: {windows} windows of {window_size} jobs (seed {seed})"
+    view = Table(title=title)
+    for column in ("policy", "BSLD", "wait (s)", "JCT (s)", "GPU util (%)", "Δ wait", "Δ BSLD"):
+        view.add_column(column, justify="left" if column == "policy" else "right")
+    for row in report.comparison_rows():
+        delta = [
+            f"{row[f'{m}_improvement_pct']:+.1f} %" if f"{m}_improvement_pct" in row else ""
+            for m in ("wait_s", "bsld")
+        ]
+        view.add_row(
+            str(row["policy"]),
+            f"{row['bsld']:.2f}",
+            f"{row['wait_s']:.1f}",
+            f"{row['jct_s']:.1f}",
+            f"{row['utilisation_pct']:.2f}",
+            *delta,
+        )
+    console.print(view)
+    transfer = Table(title="wait-time improvement (%): trained on (rows) x tested on (columns)")
+    transfer.add_column("trained on")
+    for base in base_names:
+        transfer.add_column(base, justify="right")
+    for row in report.transfer_rows("wait_s"):
+        transfer.add_row(str(row["agent"]), *(f"{row[b]:+.2f}" for b in base_names))
+    console.print(transfer)
+    written = write_report(report, out)
+    (out / "run.json").write_text(
+        json.dumps({"scenario": info, "split": split, "placement": placement}, indent=2)
+    )
+    console.print(f"saved in {out}: {', '.join(written)}, run.json")
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``train`` and ``evaluate`` to the ``hetsched jobs`` app."""
+    app.command("train")(train)
+    app.command("evaluate")(evaluate)
