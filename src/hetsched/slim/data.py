@@ -41,6 +41,8 @@ class ImageDataset:
         train_labels, test_labels: int64 class indices.
         class_names: One name per class.
         augment: Whether training should augment batches (crop + flip).
+        pixel_mean, pixel_std: Per-channel statistics the images were normalised with, for
+            pixels scaled to [0, 1] (how a served PNG/JPEG is turned into a model input).
     """
 
     name: str
@@ -50,6 +52,8 @@ class ImageDataset:
     test_labels: torch.Tensor
     class_names: tuple[str, ...]
     augment: bool
+    pixel_mean: tuple[float, ...] = (0.0,)
+    pixel_std: tuple[float, ...] = (1.0,)
 
     @property
     def num_classes(self) -> int:
@@ -112,6 +116,8 @@ def load_digits(image_size: int = IMAGE_SIZE) -> ImageDataset:
         test_labels=labels[test],
         class_names=tuple(str(d) for d in range(10)),
         augment=False,
+        pixel_mean=(float(mean),) * 3,
+        pixel_std=(float(std),) * 3,
     )
 
 
@@ -191,6 +197,8 @@ def load_cifar100(folder: Path) -> ImageDataset:
         test_labels=test_labels,
         class_names=tuple(names),
         augment=True,
+        pixel_mean=CIFAR100_MEAN,
+        pixel_std=CIFAR100_STD,
     )
 
 

@@ -1,0 +1,113 @@
+"""Admission control: bound the images in the system and refuse work that cannot meet its deadline.
+
+Under overload a server that accepts everything answers everything late. The controller refuses
+early instead, with a status and a reason a client can act on:
+
+* **429 queue_full**: accepting the request would put more than ``max_images_in_system`` images in
+  the system (queued or running); the client should back off and retry.
+* **503 no_server**: no server is up; nothing can be served until one rejoins.
+* **503 deadline_unmeetable**: the request's deadline is shorter than the expected wait, estimated
+  as the images ahead of it divided by the recent completion rate (an EWMA of images per second).
+
+An accepted request may still miss its deadline; the front then answers it with 504 (see
+:mod:`.front`), so every accepted image gets exactly one answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetsched.slim.serving.images import RequestError
+
+
+@dataclass
+class ThroughputEstimate:
+    """Exponentially weighted completion rate while busy, in images per second.
+
+    Only time in which images were in the system counts: after an idle spell the first
+    completions would otherwise suggest a server far slower than it is.
+
+    Args:
+        half_life_s: Busy time after which an old rate counts half (adapts to load changes
+            quickly while smoothing the clumps in which batches complete).
+        window_s: Shortest busy time a rate is measured over.
+    """
+
+    half_life_s: float = 2.0
+    window_s: float = 0.05
+    images_per_s: float | None = None
+    _busy_s: float = 0.0
+    _images: int = 0
+
+    def record(self, images: int, busy_s: float) -> None:
+        """Counts ``images`` completed after ``busy_s`` more seconds of busy time."""
+        self._images += images
+        self._busy_s += busy_s
+        if self._busy_s < self.window_s:
+            return
+        rate = self._images / self._busy_s
+        if self.images_per_s is None:
+            self.images_per_s = rate
+        else:
+            keep = 0.5 ** (self._busy_s / self.half_life_s)
+            self.images_per_s = keep * self.images_per_s + (1 - keep) * rate
+        self._busy_s, self._images = 0.0, 0
+
+
+class AdmissionController:
+    """Decides whether a request of ``n`` images may enter.
+
+    Args:
+        max_images_in_system: Images accepted and not yet answered, at most.
+    """
+
+    def __init__(self, max_images_in_system: int) -> None:
+        self.max_images_in_system = max_images_in_system
+        self.images_in_system = 0
+        self.throughput = ThroughputEstimate()
+        self._busy_since_s: float | None = None
+
+    def expected_wait_s(self) -> float | None:
+        """Seconds until the images in the system are through, or None before any completed."""
+        rate = self.throughput.images_per_s
+        if rate is None or rate <= 0:
+            return None
+        return self.images_in_system / rate
+
+    def admit(
+        self, now_s: float, images: int, *, servers_up: int, deadline_s: float | None
+    ) -> None:
+        """Reserves room for ``images`` arriving at ``now_s``, or raises.
+
+        Raises:
+            RequestError: 503 with no server up or an unmeetable deadline, 429 when full.
+        """
+        if servers_up == 0:
+            raise RequestError(503, "no server is up; retry when one has rejoined", "no_server")
+        if self.images_in_system + images > self.max_images_in_system:
+            raise RequestError(
+                429,
+                f"queue full: {self.images_in_system} images in the system, {images} more would"
+                f" exceed the limit of {self.max_images_in_system}",
+                "queue_full",
+            )
+        wait_s = self.expected_wait_s()
+        if deadline_s is not None and wait_s is not None and wait_s > deadline_s:
+            raise RequestError(
+                503,
+                f"deadline {deadline_s:.3f} s cannot be met: about {wait_s:.3f} s of work is"
+                " queued ahead",
+                "deadline_unmeetable",
+            )
+        if self.images_in_system == 0:
+            self._busy_since_s = now_s
+        self.images_in_system += images
+
+    def release(self, now_s: float, images: int, *, completed: bool) -> None:
+        """Frees room for ``images`` answered at ``now_s`` (``completed``: served, not failed)."""
+        busy_s = now_s - (self._busy_since_s if self._busy_since_s is not None else now_s)
+        self._busy_since_s = now_s
+        self.images_in_system -= images
+        self.throughput.record(images if completed else 0, busy_s)
+        if self.images_in_system == 0:
+            self._busy_since_s = None

@@ -1,0 +1,104 @@
+"""The serving config (``cluster.yaml``): servers, model, router, admission limits, HTTP binding.
+
+Every field has a default that serves on this machine, so an empty file is a valid config apart
+from ``checkpoint``. Unknown keys are errors (a misspelt knob must fail, not be ignored).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from hetsched.core.config import StrictModel, load_config
+
+
+class ServerConfig(StrictModel, use_attribute_docstrings=True):
+    """One server: one Ray actor running a greedy executor on one device."""
+
+    name: str
+    device: str = "cpu"
+    """Torch device inside the actor: ``cpu`` or ``cuda`` (Ray assigns the GPU)."""
+    spec: str | None = None
+    """Device spec (``hetsched.core.devices`` name or profile JSON) for the power model;
+    default: ``cpu`` for CPU servers, ``h100`` for GPU servers."""
+    num_cpus: float = Field(1.0, ge=0)
+    """Ray CPUs the actor reserves."""
+
+    @property
+    def num_gpus(self) -> float:
+        """Ray GPUs the actor reserves: one for a CUDA server, none for a CPU server."""
+        return 1.0 if self.device.startswith("cuda") else 0.0
+
+
+class AdmissionConfig(StrictModel, use_attribute_docstrings=True):
+    """Limits that keep an overloaded server answering quickly instead of queueing without bound."""
+
+    max_images_in_system: int = Field(256, ge=1)
+    """Images accepted and not yet answered; beyond it new requests get 429."""
+    max_images_per_request: int = Field(64, ge=1)
+    max_image_bytes: int = Field(1_000_000, ge=1)
+    """Largest encoded image (PNG/JPEG file or decoded raw array)."""
+    max_body_bytes: int = Field(16_000_000, ge=1)
+    """Largest HTTP body of one request."""
+    max_image_pixels: int = Field(1024 * 1024, ge=1)
+    """Largest width x height of a PNG/JPEG before it is resized to the model's input."""
+    default_deadline_s: float | None = Field(None, gt=0)
+    """Deadline of requests that name none; None: no deadline."""
+    max_attempts: int = Field(3, ge=1)
+    """Times one segment may be re-routed after server failures before the image fails."""
+
+
+class ServeConfig(StrictModel, use_attribute_docstrings=True):
+    """Everything ``hetsched slim serve`` needs."""
+
+    checkpoint: Path
+    """SlimResNet checkpoint written by ``hetsched slim train``."""
+    servers: tuple[ServerConfig, ...] = ()
+    """One entry per server; empty: one per visible GPU, or two CPU servers without GPUs."""
+    router: str = "random"
+    """A registered router name (``hetsched.slim.routers.ROUTERS``) or a PPO checkpoint file."""
+    router_seed: int = 0
+    widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    group_sizes: tuple[int, ...] = (1, 4, 8, 16)
+    executor: dict[str, Any] = Field(default_factory=dict)
+    """Algorithm 1 knobs of every server's executor (``hetsched.slim.executor``'s config)."""
+    top_k: int = Field(5, ge=1)
+    """Scores returned per image (capped at the number of classes)."""
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    telemetry_interval_s: float = Field(0.2, gt=0)
+    """How often the front polls each actor's telemetry (power, utilisation, VRAM, energy)."""
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    """HTTP port; 0 picks a free one."""
+    token: str | None = None
+    """Bearer token required on ``/v1/*`` and ``/metrics``; None: no authentication."""
+
+    @field_validator("servers")
+    @classmethod
+    def _unique_names(cls, servers: tuple[ServerConfig, ...]) -> tuple[ServerConfig, ...]:
+        names = [s.name for s in servers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"server names must be unique; repeated: {duplicates}")
+        return servers
+
+
+def default_servers(gpu_count: int) -> tuple[ServerConfig, ...]:
+    """One server per GPU, or two CPU servers when there is none (the local default)."""
+    if gpu_count > 0:
+        return tuple(ServerConfig(name=f"gpu{i}", device="cuda") for i in range(gpu_count))
+    return (ServerConfig(name="cpu0"), ServerConfig(name="cpu1"))
+
+
+def load_serve_config(path: str | Path) -> ServeConfig:
+    """Reads and validates ``cluster.yaml``; a relative checkpoint is relative to the file.
+
+    Raises:
+        ConfigError: For a missing file, bad YAML or a bad field (named).
+    """
+    config = load_config(path, ServeConfig)
+    if not config.checkpoint.is_absolute():
+        config.checkpoint = Path(path).parent / config.checkpoint
+    return config

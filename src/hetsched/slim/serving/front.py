@@ -1,0 +1,457 @@
+"""The routing front: global FIFO → router → server pool, with re-routing when a server fails.
+
+This is the live counterpart of :class:`hetsched.slim.cluster.SlimCluster` (the same request
+lifecycle, paper section III and ARCHITECTURE.md "Request lifecycle"), written for an asyncio loop
+and servers that can die:
+
+1. An accepted image enters the global FIFO needing segment 0.
+2. Whenever the FIFO is not empty and a server is up, the router sees a :class:`RouterState`
+   (servers that are down are masked: ``ServerView.available``) and returns (server, width, g);
+   up to g head images leave the FIFO as one block for that server's next segment.
+3. The pool runs the block on the server; each image comes back with the width actually run and
+   a handle of its output activation (which stays in Ray's object store), and returns to the FIFO
+   tail, or is answered after the last segment.
+
+Failures never lose an accepted image and never answer one twice. Each image owns one future,
+resolved exactly once (a result, or a :class:`RequestError` naming why). When a server dies, its
+in-flight blocks fail with :class:`ServerFailedError` and their images go back to the FIFO head
+keeping their last activation, so the router places them on a server that is still up; after
+``max_attempts`` failures of one segment the image fails with 503. When an input activation was
+lost with its host (:class:`PayloadLostError`), the image restarts from segment 0 with its original
+image, which the front holds. A server error that is not a failure of the server (a bug, a bad
+input) fails the block's images with 500 instead of retrying them forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from hetsched.core.events import Clock
+from hetsched.slim.cluster import ServerTelemetry
+from hetsched.slim.model import INPUT_WIDTH, NUM_SEGMENTS
+from hetsched.slim.routers.base import Router, RouterState, ServerView
+from hetsched.slim.serving.admission import AdmissionController
+from hetsched.slim.serving.images import RequestError
+from hetsched.slim.serving.metrics import ServingMetrics
+
+LOG = logging.getLogger(__name__)
+IDLE_POLL_S = 0.05
+"""How often the router re-checks a non-empty FIFO while no server is up."""
+
+
+@dataclass(frozen=True)
+class BlockItem:
+    """One image's next segment, as sent to a server."""
+
+    segment: int
+    prev_width: float
+    payload: Any
+    """The segment's input: the image (segment 0) or the previous segment's output handle."""
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """What a server reports for one item of a block."""
+
+    executed_width: float
+    """Width actually run (FINDFREEBESTFIT may pick a wider instance than requested)."""
+    output: Any
+    """Handle of the output activation (logits after the last segment)."""
+    queue_s: float
+    """Time in the server's executor queue."""
+    compute_s: float
+    """Duration of the batch that ran it."""
+
+
+class ServerFailedError(Exception):
+    """The server died or became unreachable; its block's images should be re-routed."""
+
+
+class PayloadLostError(Exception):
+    """An input activation is gone (its host died); the images must restart from segment 0."""
+
+
+class ServerPool(Protocol):
+    """What the front needs from the servers (Ray actors live; fakes in unit tests)."""
+
+    names: tuple[str, ...]
+
+    def is_up(self, index: int) -> bool:
+        """Whether server ``index`` is serving (False while dead or restarting)."""
+
+    def telemetry(self, index: int) -> ServerTelemetry:
+        """The latest telemetry of server ``index`` (power, utilisation; queue is the front's)."""
+
+    async def run_block(
+        self, index: int, width: float, items: Sequence[BlockItem]
+    ) -> list[ItemResult]:
+        """Runs each item's segment at ``width`` on server ``index``.
+
+        Raises:
+            ServerFailedError: The server died (or was found dead) before answering.
+            PayloadLostError: An input could not be fetched.
+        """
+
+    async def fetch(self, payload: Any) -> np.ndarray:
+        """The value behind an output handle (the logits of a finished image)."""
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    """One served image."""
+
+    logits: np.ndarray
+    widths: tuple[float, ...]
+    servers: tuple[str, ...]
+    """Server that ran each segment."""
+    latency_s: float
+    """Acceptance to answer."""
+    queue_s: float
+    """Time waiting: global FIFO plus executor queues, over all segments."""
+    compute_s: float
+    """Sum of the durations of the batches that ran it."""
+    reroutes: int
+    """Times one of its segments was re-routed after a server failure."""
+
+
+@dataclass
+class _Job:
+    """One accepted image moving through the segments."""
+
+    image_id: int
+    image: Any
+    arrival_s: float
+    deadline_s: float | None
+    future: asyncio.Future[ImageResult]
+    fifo_enter_s: float
+    segment: int = 0
+    payload: Any = None
+    widths: list[float] = field(default_factory=list)
+    servers: list[str] = field(default_factory=list)
+    failures: int = 0
+    reroutes: int = 0
+    queue_s: float = 0.0
+    compute_s: float = 0.0
+
+    def restart(self) -> None:
+        """Back to segment 0 with the original image (its activation was lost)."""
+        self.segment, self.payload = 0, None
+        self.widths.clear()
+        self.servers.clear()
+
+
+class Front:
+    """Global FIFO and routing loop over a :class:`ServerPool`.
+
+    Args:
+        pool: The servers.
+        router: Any registered router (``decide(RouterState) -> RoutingDecision``).
+        admission: Admission controller (bounded images in system, deadlines).
+        clock: Time source (wall clock live).
+        metrics: Prometheus metrics to record into.
+        widths, group_sizes: The router's action sets.
+        max_attempts: Failures of one segment before its image fails with 503.
+    """
+
+    def __init__(
+        self,
+        pool: ServerPool,
+        router: Router,
+        admission: AdmissionController,
+        clock: Clock,
+        metrics: ServingMetrics,
+        *,
+        widths: tuple[float, ...],
+        group_sizes: tuple[int, ...],
+        max_attempts: int = 3,
+    ) -> None:
+        self.pool = pool
+        self.router = router
+        self.admission = admission
+        self.clock = clock
+        self.metrics = metrics
+        self.widths = widths
+        self.group_sizes = group_sizes
+        self.max_attempts = max_attempts
+        self.fifo: deque[_Job] = deque()
+        self.in_flight = [0] * len(pool.names)
+        self.arrived = 0
+        self.completed = 0
+        self._wake = asyncio.Event()
+        self._blocks: set[asyncio.Task] = set()
+        self._loop_task: asyncio.Task | None = None
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts the routing loop on the running asyncio loop."""
+        self._loop_task = asyncio.get_running_loop().create_task(self._route_forever())
+        self._loop_task.add_done_callback(_log_crash)
+
+    async def stop(self) -> None:
+        """Stops routing; images still queued are answered 503 (the server is shutting down)."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            await self._loop_task
+        for task in list(self._blocks):
+            task.cancel()
+        await asyncio.gather(*self._blocks, return_exceptions=True)
+        while self.fifo:
+            self._fail(self.fifo.popleft(), RequestError(503, "server shutting down", "shutdown"))
+
+    def servers_up(self) -> int:
+        """How many servers are serving now."""
+        return sum(self.pool.is_up(i) for i in range(len(self.pool.names)))
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def submit(
+        self, images: Sequence[Any], deadline_s: float | None = None
+    ) -> list[asyncio.Future[ImageResult]]:
+        """Accepts ``images`` (one request) or raises; returns one future per image.
+
+        Args:
+            images: Segment-0 inputs (arrays, or handles the pool understands).
+            deadline_s: Seconds from now by which every image must be answered, or None.
+
+        Raises:
+            RequestError: 429/503 from admission control (nothing was accepted).
+        """
+        now_s = self.clock.now_s()
+        try:
+            self.admission.admit(
+                now_s, len(images), servers_up=self.servers_up(), deadline_s=deadline_s
+            )
+        except RequestError as error:
+            self.metrics.rejected.labels(error.reason).inc(len(images))
+            raise
+        loop = asyncio.get_running_loop()
+        futures = []
+        for image in images:
+            job = _Job(
+                self.arrived,
+                image,
+                now_s,
+                None if deadline_s is None else now_s + deadline_s,
+                loop.create_future(),
+                now_s,
+            )
+            self.arrived += 1
+            self.fifo.append(job)
+            futures.append(job.future)
+        self.metrics.images_in_system.set(self.admission.images_in_system)
+        self._wake.set()
+        return futures
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def state(self) -> RouterState:
+        """The router's snapshot: eq. (1) telemetry, servers that are down masked out."""
+        views = []
+        for index, name in enumerate(self.pool.names):
+            telemetry = self.pool.telemetry(index)
+            views.append(
+                ServerView(
+                    name,
+                    self.in_flight[index],
+                    telemetry.power_w,
+                    telemetry.max_power_w,
+                    telemetry.utilization_pct,
+                    available=self.pool.is_up(index),
+                )
+            )
+        return RouterState(
+            now_s=self.clock.now_s(),
+            fifo_length=len(self.fifo),
+            completed=self.completed,
+            arrived=self.arrived,
+            head_segment=self.fifo[0].segment if self.fifo else 0,
+            servers=tuple(views),
+            widths=self.widths,
+            group_sizes=self.group_sizes,
+        )
+
+    async def _route_forever(self) -> None:
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(IDLE_POLL_S):
+                    await self._wake.wait()
+            self._wake.clear()
+            self._expire_queued()
+            while self.fifo and self.servers_up() > 0:
+                self.route_head()
+            self.metrics.fifo_length.set(len(self.fifo))
+
+    def route_head(self) -> None:
+        """One decision: the router places the head block; its images leave the FIFO."""
+        decision = self.router.decide(self.state())
+        if not self.pool.is_up(decision.server):
+            raise RuntimeError(f"router {type(self.router).__name__} chose a masked server")
+        count = min(decision.group_size, len(self.fifo))
+        jobs = [self.fifo.popleft() for _ in range(count)]
+        now_s = self.clock.now_s()
+        for job in jobs:
+            waited_s = now_s - job.fifo_enter_s
+            job.queue_s += waited_s
+            self.metrics.queue_seconds.labels("fifo").observe(waited_s)
+        self.in_flight[decision.server] += len(jobs)
+        task = asyncio.get_running_loop().create_task(
+            self._run_block(decision.server, decision.width, jobs)
+        )
+        self._blocks.add(task)
+        task.add_done_callback(self._blocks.discard)
+
+    def _expire_queued(self) -> None:
+        """Answers 504 to queued images whose deadline has passed (they would be late anyway)."""
+        now_s = self.clock.now_s()
+        if not any(j.deadline_s is not None and j.deadline_s < now_s for j in self.fifo):
+            return
+        kept: deque[_Job] = deque()
+        for job in self.fifo:
+            if job.deadline_s is not None and job.deadline_s < now_s:
+                self._fail(
+                    job,
+                    RequestError(
+                        504,
+                        f"deadline passed after {now_s - job.arrival_s:.3f} s, before segment"
+                        f" {job.segment + 1} of {NUM_SEGMENTS} ran",
+                        "deadline_exceeded",
+                    ),
+                )
+            else:
+                kept.append(job)
+        self.fifo = kept
+
+    # -- blocks ---------------------------------------------------------------------------------
+
+    async def _run_block(self, server: int, width: float, jobs: list[_Job]) -> None:
+        items = [
+            BlockItem(
+                job.segment,
+                job.widths[-1] if job.widths else INPUT_WIDTH,
+                job.image if job.payload is None else job.payload,
+            )
+            for job in jobs
+        ]
+        try:
+            results = await self.pool.run_block(server, width, items)
+            await self._advance(server, jobs, results)
+        except ServerFailedError as failure:
+            self.metrics.server_failures.labels(self.pool.names[server]).inc()
+            self._requeue(jobs, failure)
+        except PayloadLostError:
+            self.metrics.rerouted.labels("payload_lost").inc(len(jobs))
+            for job in jobs:
+                job.restart()
+            self._requeue(jobs, None)
+        except Exception as error:  # a server-side error that retrying would repeat
+            for job in jobs:
+                self._fail(
+                    job,
+                    RequestError(
+                        500,
+                        f"server {self.pool.names[server]} failed segment {job.segment + 1}:"
+                        f" {type(error).__name__}: {error}",
+                        "server_error",
+                    ),
+                )
+        finally:
+            self.in_flight[server] -= len(jobs)
+            self._wake.set()
+
+    def _requeue(self, jobs: list[_Job], failure: ServerFailedError | None) -> None:
+        """Puts a failed block's images back at the FIFO head, in their order."""
+        now_s = self.clock.now_s()
+        for job in reversed(jobs):
+            if failure is not None:
+                job.failures += 1
+                if job.failures >= self.max_attempts:
+                    self._fail(
+                        job,
+                        RequestError(
+                            503,
+                            f"segment {job.segment + 1} failed on {job.failures} servers"
+                            f" (last: {failure})",
+                            "servers_failed",
+                        ),
+                    )
+                    continue
+                job.reroutes += 1
+                self.metrics.rerouted.labels("server_failed").inc()
+            job.fifo_enter_s = now_s
+            self.fifo.appendleft(job)
+
+    async def _advance(self, server: int, jobs: list[_Job], results: list[ItemResult]) -> None:
+        """Records each image's finished segment; answers those that ran the last one."""
+        finished = []
+        for job, result in zip(jobs, results, strict=True):
+            job.widths.append(result.executed_width)
+            job.servers.append(self.pool.names[server])
+            job.payload = result.output
+            job.segment += 1
+            job.failures = 0
+            job.queue_s += result.queue_s
+            job.compute_s += result.compute_s
+            self.metrics.queue_seconds.labels("executor").observe(result.queue_s)
+            self.metrics.compute_seconds.labels(self.pool.names[server]).observe(result.compute_s)
+            if job.segment >= NUM_SEGMENTS:
+                finished.append(job)
+            else:
+                job.fifo_enter_s = self.clock.now_s()
+                self.fifo.append(job)
+        if not finished:
+            return
+        logits = await asyncio.gather(*(self.pool.fetch(job.payload) for job in finished))
+        now_s = self.clock.now_s()
+        for job, values in zip(finished, logits, strict=True):
+            self._answer(
+                job,
+                ImageResult(
+                    np.asarray(values),
+                    tuple(job.widths),
+                    tuple(job.servers),
+                    now_s - job.arrival_s,
+                    job.queue_s,
+                    job.compute_s,
+                    job.reroutes,
+                ),
+            )
+
+    # -- answers (exactly once per image) ---------------------------------------------------------
+
+    def _answer(self, job: _Job, result: ImageResult) -> None:
+        self.completed += 1
+        self.metrics.images.labels("served").inc()
+        self.metrics.image_seconds.observe(result.latency_s)
+        if self._settle(job, completed=True):
+            job.future.set_result(result)
+
+    def _fail(self, job: _Job, error: RequestError) -> None:
+        self.metrics.images.labels(error.reason).inc()
+        self.metrics.dropped.labels(error.reason).inc()
+        if self._settle(job, completed=False):
+            job.future.set_exception(error)
+
+    def _settle(self, job: _Job, *, completed: bool) -> bool:
+        """Frees the image's admission slot; False when nobody waits any more (client gone)."""
+        if job.future.done() and not job.future.cancelled():
+            raise RuntimeError(f"image {job.image_id} answered twice")  # a front bug: never hide
+        self.admission.release(self.clock.now_s(), 1, completed=completed)
+        self.metrics.images_in_system.set(self.admission.images_in_system)
+        return not job.future.cancelled()
+
+
+def _log_crash(task: asyncio.Task) -> None:
+    """A routing loop that ends with an exception is a bug: say so loudly."""
+    if not task.cancelled() and task.exception() is not None:
+        LOG.error("routing loop crashed", exc_info=task.exception())

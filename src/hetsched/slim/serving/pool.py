@@ -1,0 +1,199 @@
+"""The servers as Ray actors, seen by the front as a :class:`~.front.ServerPool`.
+
+The pool owns one :class:`~.actor.ServerActor` per configured server and keeps, per server, the
+latest telemetry snapshot and whether it is up. A server is marked down the moment one of its
+calls fails because the actor died, or when a telemetry poll fails or times out; the front's router
+then masks it. Ray restarts a dead actor (``max_restarts``); the next successful poll marks it up
+again, and the router may choose it from the next decision on (a restarted server rejoins).
+
+Ray errors are translated into the front's terms: a dead actor is a
+:class:`~.front.ServerFailedError` (re-route the block), a lost input activation a
+:class:`~.front.PayloadLostError` (restart the images), anything else the server raised is passed
+on as a server error (fail the images with 500).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
+
+from hetsched.core.errors import HetschedError
+from hetsched.slim.cluster import ServerTelemetry
+from hetsched.slim.serving.actor import ServerActor
+from hetsched.slim.serving.config import ServerConfig
+from hetsched.slim.serving.front import (
+    BlockItem,
+    ItemResult,
+    PayloadLostError,
+    ServerFailedError,
+)
+from hetsched.slim.serving.metrics import ServerSnapshot
+
+LOG = logging.getLogger(__name__)
+
+
+class ServerStartError(HetschedError):
+    """A server actor could not start (bad device, bad executor knobs, unreadable model)."""
+
+
+class RayServerPool:
+    """One Ray actor per server, with cached telemetry and up/down state.
+
+    Args:
+        servers: The configured servers (router index order).
+        checkpoint: The model checkpoint dict, put once in the object store for every actor.
+        executor_config: Algorithm 1's knobs for every executor.
+        telemetry_interval_s: Seconds between two telemetry polls of each actor.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        checkpoint: dict[str, Any],
+        executor_config: dict[str, Any],
+        telemetry_interval_s: float = 0.2,
+    ) -> None:
+        self.names = tuple(server.name for server in servers)
+        self.telemetry_interval_s = telemetry_interval_s
+        # Held for the pool's lifetime: Ray restarts a dead actor from these arguments.
+        self._checkpoint_ref = ray.put(checkpoint)
+        self._actors = [
+            ServerActor.options(num_cpus=server.num_cpus, num_gpus=server.num_gpus).remote(
+                server.name, self._checkpoint_ref, server.device, executor_config, server.spec
+            )
+            for server in servers
+        ]
+        self._up = [False] * len(servers)
+        self._snapshots = [
+            ServerSnapshot(name, False, 0, 0.0, 0, 0.0, 1.0, 0.0, "none", 0, 0)
+            for name in self.names
+        ]
+        self._poller: asyncio.Task | None = None
+
+    async def start(self, timeout_s: float = 120.0) -> None:
+        """Waits until every actor has loaded its model, then polls telemetry in the background.
+
+        Raises:
+            ServerStartError: Naming the server that failed to start and why.
+        """
+        for index, actor in enumerate(self._actors):
+            try:
+                snapshot = await asyncio.wait_for(_awaitable(actor.snapshot.remote()), timeout_s)
+            except (RayActorError, RayTaskError, TimeoutError) as error:
+                raise ServerStartError(
+                    f"server {self.names[index]!r} did not start: {_cause(error)}"
+                ) from None
+            self._snapshots[index] = snapshot
+            self._up[index] = True
+        self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
+
+    async def stop(self) -> None:
+        """Stops polling and ends every actor (no restart)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        for actor in self._actors:
+            ray.kill(actor, no_restart=True)
+
+    # -- ServerPool -------------------------------------------------------------------------------
+
+    def is_up(self, index: int) -> bool:
+        return self._up[index]
+
+    def telemetry(self, index: int) -> ServerTelemetry:
+        snapshot = self._snapshots[index]
+        return ServerTelemetry(
+            snapshot.queue_length, snapshot.power_w, snapshot.max_power_w, snapshot.utilization_pct
+        )
+
+    async def run_block(
+        self, index: int, width: float, items: Sequence[BlockItem]
+    ) -> list[ItemResult]:
+        refs = (
+            self._actors[index]
+            .run_block.options(num_returns=len(items) + 1)
+            .remote(
+                width,
+                [item.segment for item in items],
+                [item.prev_width for item in items],
+                *(item.payload for item in items),
+            )
+        )
+        try:
+            metadata = await refs[0]
+        except RayActorError as error:
+            self._mark_down(index, error)
+            raise ServerFailedError(f"{self.names[index]}: {_cause(error)}") from None
+        except ObjectLostError as error:
+            raise PayloadLostError(str(error)) from None
+        except RayTaskError as error:
+            if isinstance(error.cause, ObjectLostError):
+                raise PayloadLostError(str(error.cause)) from None
+            raise RuntimeError(_cause(error)) from None
+        return [
+            ItemResult(width_run, ref, queue_s, compute_s)
+            for (width_run, queue_s, compute_s), ref in zip(metadata, refs[1:], strict=True)
+        ]
+
+    async def fetch(self, payload: Any) -> np.ndarray:
+        return await payload
+
+    # -- telemetry and faults -------------------------------------------------------------------
+
+    def snapshots(self) -> list[ServerSnapshot]:
+        """The latest snapshot per server, ``up`` as the pool sees it now (for ``/metrics``)."""
+        return [
+            replace(snapshot, up=up) for snapshot, up in zip(self._snapshots, self._up, strict=True)
+        ]
+
+    async def pid(self, index: int) -> int:
+        """Process id of server ``index``'s actor (to kill it from outside, as a crash would)."""
+        return await self._actors[index].pid.remote()
+
+    def kill(self, index: int, *, restart: bool = True) -> None:
+        """Ends server ``index``'s actor; Ray restarts it unless ``restart`` is False."""
+        ray.kill(self._actors[index], no_restart=not restart)
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.gather(*(self._poll(i) for i in range(len(self._actors))))
+            await asyncio.sleep(self.telemetry_interval_s)
+
+    async def _poll(self, index: int) -> None:
+        timeout_s = max(2.0, 5 * self.telemetry_interval_s)
+        try:
+            snapshot = await asyncio.wait_for(
+                _awaitable(self._actors[index].snapshot.remote()), timeout_s
+            )
+        except (RayActorError, RayTaskError, TimeoutError) as error:
+            self._mark_down(index, error)
+            return
+        self._snapshots[index] = snapshot
+        if not self._up[index]:
+            LOG.warning("server %s is up again; it rejoins the routing", self.names[index])
+        self._up[index] = True
+
+    def _mark_down(self, index: int, error: BaseException) -> None:
+        if self._up[index]:
+            LOG.warning("server %s is down: %s", self.names[index], _cause(error))
+        self._up[index] = False
+
+
+async def _awaitable(ref: ray.ObjectRef) -> Any:
+    """An object ref as a coroutine, so ``asyncio.wait_for`` can time it out."""
+    return await ref
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost message of a Ray error (its cause when it wraps one)."""
+    cause = getattr(error, "cause", None)
+    return f"{type(cause or error).__name__}: {cause or error}".splitlines()[0]

@@ -1,0 +1,138 @@
+"""Putting a serving system together from a :class:`~.config.ServeConfig`: Ray, servers, front.
+
+:class:`ServingRuntime` joins (or starts) a Ray session, starts one server actor per configured
+server (one per GPU, or two CPU servers, when none are configured), builds the router and the
+front, and tears it all down again. The HTTP layer (:mod:`.app`) holds one runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hetsched.core.errors import ConfigError
+from hetsched.core.events import WallClock
+from hetsched.slim.checkpoint import load_checkpoint
+from hetsched.slim.data import load_dataset
+from hetsched.slim.routers import ROUTERS, Router
+from hetsched.slim.routers.ppo import PPORouter
+from hetsched.slim.serving.admission import AdmissionController
+from hetsched.slim.serving.config import ServeConfig, default_servers
+from hetsched.slim.serving.front import Front
+from hetsched.slim.serving.images import InputSpec
+from hetsched.slim.serving.metrics import ServingMetrics
+
+LOG = logging.getLogger(__name__)
+
+
+def input_spec(checkpoint: dict[str, Any]) -> InputSpec:
+    """The model's input shape and pixel normalisation, from the data set it was trained on."""
+    dataset = load_dataset(checkpoint["config"]["data"])
+    return InputSpec(
+        channels=int(checkpoint["architecture"]["in_channels"]),
+        image_size=int(dataset.test_images.shape[-1]),
+        pixel_mean=dataset.pixel_mean,
+        pixel_std=dataset.pixel_std,
+        class_names=dataset.class_names,
+    )
+
+
+def build_router(config: ServeConfig, n_servers: int) -> Router:
+    """A registered router by name, or the PPO router of a checkpoint file.
+
+    Raises:
+        UnknownNameError: For a name that is neither registered nor a file.
+        ConfigError: For a PPO checkpoint trained for another number of servers or widths.
+    """
+    path = Path(config.router)
+    if config.router not in ROUTERS and (path.suffix == ".pt" or path.is_file()):
+        router = PPORouter(path, seed=config.router_seed)
+        encoder = router.encoder
+        if encoder.n_servers != n_servers:
+            raise ConfigError(
+                f"router: {path} was trained for {encoder.n_servers} servers, the config has"
+                f" {n_servers}"
+            )
+        if not set(encoder.widths) <= set(config.widths):
+            raise ConfigError(
+                f"router: {path} chooses widths {encoder.widths}, not all in {config.widths}"
+            )
+        return router
+    return ROUTERS.create(config.router, seed=config.router_seed)
+
+
+class ServingRuntime:
+    """Ray session + server actors + router + front, for one config.
+
+    Args:
+        config: The serving config.
+        address: A running Ray cluster (``ray start --head`` prints it), or None for a local
+            session; ignored when the process is already connected to Ray (tests).
+        num_cpus: CPUs of a local session (None: all of this machine's).
+    """
+
+    def __init__(
+        self, config: ServeConfig, address: str | None = None, num_cpus: int | None = None
+    ) -> None:
+        self.config = config
+        self.address = address
+        self.num_cpus = num_cpus
+        self.metrics = ServingMetrics()
+        self.front: Front | None = None
+        self.pool = None
+        self.input_spec: InputSpec | None = None
+        self._owns_ray = False
+
+    async def start(self) -> None:
+        """Connects to Ray, starts the servers (waits for their models) and the routing loop.
+
+        Raises:
+            DataError: For an unreadable model checkpoint.
+            ServerStartError: If a server actor cannot start.
+        """
+        import ray
+
+        from hetsched.slim.serving.pool import RayServerPool
+
+        config = self.config
+        checkpoint = load_checkpoint(config.checkpoint)
+        self.input_spec = input_spec(checkpoint)
+        if not ray.is_initialized():
+            ray.init(
+                address=self.address,
+                num_cpus=None if self.address else self.num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+            self._owns_ray = True
+        servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
+        router = build_router(config, len(servers))
+        executor = {"widths": config.widths, **config.executor}
+        self.pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
+        await self.pool.start()
+        self.metrics.watch_servers(self.pool.snapshots)
+        self.front = Front(
+            self.pool,
+            router,
+            AdmissionController(config.admission.max_images_in_system),
+            WallClock(),
+            self.metrics,
+            widths=config.widths,
+            group_sizes=config.group_sizes,
+            max_attempts=config.admission.max_attempts,
+        )
+        self.front.start()
+        LOG.info("serving %s on %s with router %s", config.checkpoint, servers, config.router)
+
+    async def stop(self) -> None:
+        """Answers what is queued (503), ends the actors, and the Ray session if it started it."""
+        if self.front is not None:
+            await self.front.stop()
+        if self.pool is not None:
+            await self.pool.stop()
+        if self._owns_ray:
+            import ray
+
+            ray.shutdown()
+            self._owns_ray = False

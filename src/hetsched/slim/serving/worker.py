@@ -1,0 +1,167 @@
+"""One server inside its process: a greedy executor on the live torch backend, on its own loop.
+
+The executor (Algorithm 1) is single-threaded: its state may only be touched on the thread of its
+:class:`~hetsched.core.realtime.RealTimeLoop`. The worker is the bridge between that thread and
+an asyncio caller (the Ray actor's event loop): every call crosses with
+``call_soon_threadsafe`` in one direction and ``asyncio``'s ``call_soon_threadsafe`` in the
+other, so many blocks can wait at once while the executor batches their requests by key.
+
+A callback that raises ends a real-time loop (the backend posts a failed batch's exception to the
+loop); the worker reports that as :attr:`SegmentWorker.crash` so its owner can end the server
+rather than leave requests waiting for a loop that is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from hetsched.core.devices import DeviceSpec
+from hetsched.core.realtime import RealTimeLoop
+from hetsched.slim.backends.torch_live import TorchBackend
+from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
+from hetsched.slim.model import SlimResNet
+from hetsched.slim.serving.metrics import ServerSnapshot
+
+
+@dataclass(frozen=True)
+class SegmentOutput:
+    """One item's result inside the worker: what the front's ``ItemResult`` is built from."""
+
+    executed_width: float
+    output: np.ndarray
+    queue_s: float
+    compute_s: float
+
+
+class SegmentWorker:
+    """A greedy executor on a :class:`TorchBackend`, driven by its own real-time loop thread.
+
+    Args:
+        model: The trained SlimResNet (instances are extracted from it on demand, so the device
+            only ever holds the (segment, width) instances the executor loaded).
+        device: ``cpu``, ``cuda`` or ``cuda:N``.
+        config: Algorithm 1's knobs.
+        name: The server's name.
+        spec: Device spec for the power model (default: the backend's datasheet choice).
+    """
+
+    def __init__(
+        self,
+        model: SlimResNet,
+        device: str,
+        config: ExecutorConfig,
+        name: str,
+        spec: DeviceSpec | None = None,
+    ) -> None:
+        self.name = name
+        self.loop = RealTimeLoop()
+        self.backend = TorchBackend(model, self.loop, device, spec=spec, name=name)
+        self.executor = GreedyExecutor(self.backend, self.loop, config, name)
+        self.crash: BaseException | None = None
+        self.loop.start()
+
+    async def run_block(
+        self, width: float, items: Sequence[tuple[int, float, np.ndarray]]
+    ) -> list[SegmentOutput]:
+        """Runs each (segment, previous width, input) at ``width``; returns when all are done.
+
+        Raises:
+            Exception: What the executor raised for a request it refused (e.g. a width not in W).
+        """
+        aio = asyncio.get_running_loop()
+        futures = [aio.create_future() for _ in items]
+        inputs = [torch.from_numpy(np.array(x, dtype=np.float32)) for _, _, x in items]
+        self.loop.call_soon_threadsafe(lambda: self._submit(aio, width, items, inputs, futures))
+        return list(await asyncio.gather(*futures))
+
+    def _submit(self, aio, width, items, inputs, futures) -> None:
+        """On the loop thread: one executor request per item."""
+        for (segment, prev_width, _), payload, future in zip(items, inputs, futures, strict=True):
+            enqueued_s = self.loop.now_s()
+
+            def done(executed_width: float, output: torch.Tensor, future=future, t0=enqueued_s):
+                # The backend appends a batch's compute time just before it calls ``done``.
+                compute_s = self.backend.batch_latencies_s[-1]
+                queue_s = max(0.0, self.loop.now_s() - t0 - compute_s)
+                result = SegmentOutput(executed_width, output.numpy(), queue_s, compute_s)
+                aio.call_soon_threadsafe(_settle, future, result, None)
+
+            try:
+                self.executor.submit(segment, width, prev_width, done, payload=payload)
+            except Exception as error:  # refused: answer this item, keep the loop alive
+                aio.call_soon_threadsafe(_settle, future, None, error)
+
+    async def snapshot(self) -> ServerSnapshot:
+        """The server's telemetry now, read on the loop thread; also checks the loop is alive."""
+        self.check_alive()
+        future = asyncio.get_running_loop().create_future()
+        aio = asyncio.get_running_loop()
+        self.loop.call_soon_threadsafe(
+            lambda: aio.call_soon_threadsafe(_settle, future, self._read_snapshot(), None)
+        )
+        return await future
+
+    def check_alive(self) -> None:
+        """Records (and raises) the exception that ended the loop, if it ended."""
+        if self.crash is None:
+            try:
+                self.loop.join(0.0)
+            except BaseException as error:
+                self.crash = error
+        if self.crash is not None:
+            raise RuntimeError(f"server {self.name}: executor loop crashed") from self.crash
+
+    def _read_snapshot(self) -> ServerSnapshot:
+        executor, backend = self.executor, self.backend
+        telemetry = executor.telemetry()
+        energy_j, source = executor.energy()
+        record = executor.record
+        snapshot = ServerSnapshot(
+            name=self.name,
+            up=True,
+            queue_length=telemetry.queue_length,
+            utilization_pct=telemetry.utilization_pct,
+            vram_used_bytes=backend.vram_used_bytes(),
+            power_w=telemetry.power_w,
+            max_power_w=telemetry.max_power_w,
+            energy_j=energy_j,
+            energy_source=source,
+            instance_loads=record.loads,
+            instance_unloads=record.unloads,
+        )
+        _trim(self)
+        return snapshot
+
+    def close(self) -> None:
+        """Stops the loop and the backend's workers."""
+        self.loop.stop()
+        self.backend.close()
+
+
+def _trim(worker: SegmentWorker) -> None:
+    """Drops the per-request records the executor and backend keep for offline reports.
+
+    A server runs for days; those lists would grow without bound. The front keeps its own
+    Prometheus histograms of the same durations, so nothing is lost for serving.
+    """
+    record = worker.executor.record
+    record.queue_durations_s.clear()
+    record.request_durations_s.clear()
+    for column in vars(record.series).values():
+        column.clear()
+    worker.backend.batch_latencies_s.clear()
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # the caller gave up (cancelled); nothing to deliver
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)

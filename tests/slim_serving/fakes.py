@@ -1,0 +1,87 @@
+"""A fake server pool for the front's unit tests: asyncio only, servers that can die and rejoin."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from hetsched.slim.cluster import ServerTelemetry
+from hetsched.slim.serving.front import (
+    ItemResult,
+    PayloadLostError,
+    ServerFailedError,
+)
+
+NUM_CLASSES = 10
+
+
+class FakePool:
+    """Servers that run a block in ``seconds`` and pass a label along as the activation.
+
+    The image payload is an int label; each segment's output is ``(label, segment)``, and the last
+    segment's output fetches as one-hot logits of the label, so a test can check that every image
+    got its own answer. ``kill(i)`` fails the blocks running on server i (as Ray does when an actor
+    dies) and masks it until ``revive(i)``.
+    """
+
+    def __init__(self, n_servers: int = 2, seconds: float = 0.002) -> None:
+        self.names = tuple(f"s{i}" for i in range(n_servers))
+        self.seconds = seconds
+        self.up = [True] * n_servers
+        self.calls: list[tuple[int, bool]] = []
+        """(server, up at the time) of every block sent."""
+        self.error: Exception | None = None
+        self.lose_payloads_once = False
+        self._running: list[set[asyncio.Future]] = [set() for _ in range(n_servers)]
+
+    def is_up(self, index: int) -> bool:
+        return self.up[index]
+
+    def telemetry(self, index: int) -> ServerTelemetry:
+        return ServerTelemetry(0, 50.0, 100.0, 10.0 * index)
+
+    async def run_block(self, index, width, items):
+        self.calls.append((index, self.up[index]))
+        if not self.up[index]:
+            raise ServerFailedError(f"{self.names[index]} is dead")
+        if self.error is not None:
+            raise self.error
+        if self.lose_payloads_once and any(item.segment > 0 for item in items):
+            self.lose_payloads_once = False
+            raise PayloadLostError("activation lost")
+        done = asyncio.get_running_loop().create_future()
+        self._running[index].add(done)
+        asyncio.get_running_loop().call_later(
+            self.seconds, lambda: done.done() or done.set_result(None)
+        )
+        try:
+            await done
+        finally:
+            self._running[index].discard(done)
+        results = []
+        for item in items:
+            label = item.payload if item.segment == 0 else item.payload[0]
+            assert item.segment == 0 or item.payload[1] == item.segment - 1
+            results.append(ItemResult(width, (label, item.segment), 0.0, self.seconds))
+        return results
+
+    async def fetch(self, payload):
+        label, segment = payload
+        assert segment == 3
+        logits = np.zeros(NUM_CLASSES, dtype=np.float32)
+        logits[label] = 1.0
+        return logits
+
+    def running(self, index: int) -> int:
+        """Blocks now running on server ``index``."""
+        return len(self._running[index])
+
+    def kill(self, index: int) -> None:
+        self.up[index] = False
+        for done in list(self._running[index]):
+            if not done.done():
+                done.set_exception(ServerFailedError(f"{self.names[index]} died"))
+
+    def revive(self, index: int) -> None:
+        self.up[index] = True
