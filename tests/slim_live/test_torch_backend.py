@@ -152,7 +152,7 @@ def test_cuda_without_cuda_is_a_clear_error(digits_model: SlimResNet) -> None:
 
 def test_a_checkpoint_path_is_loaded_and_a_missing_one_named(digits_checkpoint, tmp_path) -> None:
     backend = TorchBackend(digits_checkpoint, RealTimeLoop(), "cpu")
-    assert backend.name == "cpu@cpu"
+    assert backend.name == "cpu"
     backend.close()
     with pytest.raises(DataError, match="checkpoint not found"):
         TorchBackend(tmp_path / "missing.pt", RealTimeLoop(), "cpu")

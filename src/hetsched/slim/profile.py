@@ -38,10 +38,13 @@ from hetsched.core.energy import EnergyMeter, best_meter
 from hetsched.core.errors import ConfigError
 from hetsched.core.nvml import NvmlUnavailableError
 from hetsched.core.utilization import CpuUtilization, NvmlUtilization, UtilizationReader
-from hetsched.slim.backends.torch_live import device_spec_for, resolve_live_device
+from hetsched.slim.backends.torch_live import (
+    device_spec_for,
+    random_activations,
+    resolve_live_device,
+)
 from hetsched.slim.costs import SegmentCost, compute_cost_table
-from hetsched.slim.layers import channel_count
-from hetsched.slim.model import NUM_SEGMENTS, STAGE_CHANNELS, SlimResNet, extract_segment
+from hetsched.slim.model import NUM_SEGMENTS, SlimResNet, extract_segment
 from hetsched.slim.profile_plots import plot_profile
 
 KNEE_SLOPE_RATIO = 3.0
@@ -90,15 +93,6 @@ class ProfileFit:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _input(segment: int, width: float, batch: int, image_size: int, device: torch.device):
-    """A random batch entering ``segment`` from a previous segment run at ``width``."""
-    if segment == 0:
-        return torch.randn(batch, 3, image_size, image_size, device=device)
-    side = image_size // 2 ** (segment - 1)
-    channels = channel_count(STAGE_CHANNELS[segment - 1], width)
-    return torch.randn(batch, channels, side, side, device=device)
 
 
 def utilization_reader(device: torch.device) -> UtilizationReader:
@@ -183,7 +177,7 @@ def profile_cells(
         for segment, width, batch in keys:
             module, module_bytes = instances[segment, width]
             cost = costs.get(segment, width, None if segment == 0 else width)
-            x = _input(segment, width, batch, image_size, device)
+            x = random_activations(segment, width, batch, image_size, device)
             before = 0
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)

@@ -16,14 +16,21 @@ from typing import Any
 import numpy as np
 
 from hetsched.core.devices import load_device
-from hetsched.core.errors import HetschedError
+from hetsched.core.errors import ConfigError
 from hetsched.core.events import EventLoop
 from hetsched.core.metrics import Summary
 from hetsched.slim.backends.base import ExecutorBackend
 from hetsched.slim.backends.sim import SimulatedBackend
 from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
 from hetsched.slim.scenario import cifar100_costs
-from hetsched.slim.workload import Pattern, SegmentWorkload, Submitter, replay, segment_workload
+from hetsched.slim.workload import (
+    Pattern,
+    SegmentWorkload,
+    Submitter,
+    drive,
+    replay,
+    segment_workload,
+)
 
 
 @dataclass
@@ -39,18 +46,16 @@ class OpenServer:
 
 
 def open_server(device: str, *, sim: bool) -> OpenServer:
-    """The backend of ``run-server``: the simulated twin of ``device`` (a built-in name or a
-    profile JSON), on a fresh event loop.
+    """The backend of ``run-server``: with ``sim``, the simulated twin of ``device`` (a built-in
+    name or a profile JSON) on a fresh event loop; without, the live backend on ``device``
+    (``cpu``, ``cuda:N``) on a real-time loop (:func:`open_live_server`).
 
     Raises:
-        HetschedError: Without ``sim`` (the live backend is not wired into this command yet),
-            or for an unknown device.
+        HetschedError: For an unknown device, or a live device this machine lacks.
     """
-    spec = load_device(device)
     if not sim:
-        raise HetschedError(
-            "run-server: only the simulated twin is available in this command so far; pass --sim"
-        )
+        return open_live_server(device)
+    spec = load_device(device)
     loop = EventLoop()
     backend = SimulatedBackend(spec, cifar100_costs(), loop)
 
@@ -60,6 +65,64 @@ def open_server(device: str, *, sim: bool) -> OpenServer:
     def run_until(finished: Callable[[], bool]) -> None:
         while not finished() and loop.step():
             pass
+
+    return OpenServer(backend, loop, feed, run_until)
+
+
+class _WithActivations:
+    """Gives each generated request a payload: a random activation of its (segment, w_prev).
+
+    A generated workload has no images, but live segments need real tensors; latency does not
+    depend on their values, so one random activation per (segment, w_prev) serves every request.
+    """
+
+    def __init__(self, server: GreedyExecutor, image_size: int) -> None:
+        self._server = server
+        self._image_size = image_size
+        self._activations: dict[tuple[int, float | None], Any] = {}
+
+    def submit(
+        self, segment: int, width: float, prev_width: float | None, done: Callable[[float], None]
+    ) -> None:
+        from hetsched.slim.backends.torch_live import random_activations
+
+        key = (segment, prev_width)
+        if key not in self._activations:
+            batch = random_activations(segment, prev_width or 1.0, 1, self._image_size)
+            self._activations[key] = batch[0]
+        self._server.submit(
+            segment,
+            width,
+            prev_width,
+            lambda executed, _output: done(executed),
+            payload=self._activations[key],
+        )
+
+
+def open_live_server(device: str, image_size: int = 32) -> OpenServer:
+    """The live backend: SlimResNet segments on ``device`` on a real-time loop.
+
+    The model has seeded random weights of the CIFAR-100 shape (100 classes, ``image_size``
+    pixels): the same segments the simulated twin costs, and latency does not depend on weights.
+    """
+    import torch
+
+    from hetsched.core.realtime import RealTimeLoop
+    from hetsched.slim.backends.torch_live import TorchBackend
+    from hetsched.slim.model import SlimResNet
+
+    loop = RealTimeLoop()
+    torch.manual_seed(0)
+    try:
+        backend = TorchBackend(SlimResNet(num_classes=100), loop, device)
+    except ConfigError as error:
+        raise ConfigError(f"run-server without --sim runs live: {error}") from None
+
+    def feed(workload: SegmentWorkload, server: Submitter, done: Callable[[float], None]) -> None:
+        drive(workload, _WithActivations(server, image_size), loop, done)
+
+    def run_until(finished: Callable[[], bool]) -> None:
+        loop.run_until(finished)
 
     return OpenServer(backend, loop, feed, run_until)
 

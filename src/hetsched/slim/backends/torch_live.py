@@ -98,6 +98,23 @@ def device_spec_for(device: torch.device) -> DeviceSpec:
     )
 
 
+def random_activations(
+    segment: int,
+    prev_width: float,
+    batch: int,
+    image_size: int = 32,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """A random batch of what ``segment`` takes: images for segment 0, else the activation the
+    previous segment produces at ``prev_width`` (latency does not depend on the values).
+    """
+    if segment == 0:
+        return torch.randn(batch, 3, image_size, image_size, device=device)
+    side = image_size // 2 ** (segment - 1)  # stage 1 keeps the size, stages 2-4 halve it
+    channels = channel_count(STAGE_CHANNELS[segment - 1], prev_width)
+    return torch.randn(batch, channels, side, side, device=device)
+
+
 class BusyShare:
     """Share of the last ``window_s`` seconds in which a batch of this backend ran.
 
@@ -203,7 +220,9 @@ class TorchBackend:
         self._model.eval()
         self._loop = loop
         self.spec = spec or device_spec_for(self.device)
-        self.name = name or f"{self.spec.name}@{self.device}"
+        self.name = name or (
+            self.spec.name if self.device.type == "cpu" else f"{self.spec.name}@{self.device}"
+        )
         self._busy_share = BusyShare()
         self._utilization = utilization or self._default_utilization()
         self.meter = meter or best_meter(str(self.device), self.spec, self._meter_utilization())
