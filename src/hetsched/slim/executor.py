@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 from pydantic import Field, field_validator
@@ -320,7 +321,7 @@ class GreedyExecutor:
             instance.handle,
             self._keys[key],
             [request[3] for request in batch],
-            lambda outputs: self._batch_done(instance, batch, outputs),
+            partial(self._batch_done, instance, batch),
         )
         vram_bytes = self.backend.vram_used_bytes()
         if vram_bytes > self.record.peak_vram_bytes:

@@ -34,7 +34,8 @@ The backend has no random source: a seeded workload gives identical results on e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 
 from hetsched.core.devices import DeviceSpec
 from hetsched.slim.backends.base import BatchDone, SegmentKey
@@ -181,8 +182,9 @@ class SimulatedBackend:
         self._running += 1
         self._activation_bytes += activation_bytes
         self.batches_run += 1
-        finish = self._finisher(handle, share, activation_bytes, inputs, done)
-        self.loop.schedule_in(duration_s, finish)
+        self.loop.schedule_in(
+            duration_s, partial(self._finish, handle, share, activation_bytes, inputs, done)
+        )
 
     # -- model ------------------------------------------------------------------------------------
 
@@ -196,23 +198,21 @@ class SimulatedBackend:
         fixed_s = self.spec.launch_overhead_s + memory_s
         return compute_s, fixed_s, compute_s / (compute_s + fixed_s), activation_bytes
 
-    def _finisher(
+    def _finish(
         self,
         handle: SimInstance,
         share: float,
         activation_bytes: int,
         outputs: Sequence[object],
         done: BatchDone,
-    ) -> Callable[[], None]:
-        def finish() -> None:
-            handle.running = False
-            self._running -= 1
-            self._activation_bytes -= activation_bytes
-            # Rounding must not leave a phantom load behind once the device is empty.
-            self._set_load(self.loop.now_s(), self._load - share if self._running else 0.0)
-            done(outputs)
-
-        return finish
+    ) -> None:
+        """A batch's end event: release its share and activations, then tell the executor."""
+        handle.running = False
+        self._running -= 1
+        self._activation_bytes -= activation_bytes
+        # Rounding must not leave a phantom load behind once the device is empty.
+        self._set_load(self.loop.now_s(), self._load - share if self._running else 0.0)
+        done(outputs)
 
     def _set_load(self, now_s: float, load: float) -> None:
         """Integrates energy up to now at the old power, then sets the new load and power."""
