@@ -4,8 +4,13 @@
    the digits are 8x8, so 16x16 loses nothing and costs a quarter of 32x32 on two CPU cores.
 2. Measure top-1 of all 256 per-segment width tuples on the test split (the accuracy table).
 3. Print the paper's Tables I and II beside the measured numbers.
+4. Route: in the simulated paper cluster (2x RTX 2080 Ti + GTX 980 Ti, Wi-Fi 5, bursty arrivals)
+   with the accuracy table just measured, train a PPO-efficiency and a PPO-balanced router briefly
+   and print Tables III-V against the random baseline (the full run is ``hetsched slim
+   experiment``).
 
-Every artefact lands under ``out`` (``out/model``: checkpoint, cost table, accuracy table).
+Every artefact lands under ``out`` (``out/model``: checkpoint, cost table, accuracy table;
+``out/router``: router checkpoints, training curves, results JSON and plots).
 """
 
 from __future__ import annotations
@@ -17,12 +22,20 @@ from rich.rule import Rule
 
 DEMO_DATA = "digits:16"
 DEMO_EPOCHS = 6
+DEMO_ROUTER_DECISIONS = 8_000
+"""Training decisions per demo router: a quarter of the experiment's default budget."""
+DEMO_ROUTER_IMAGES = 500
 
 
 def run_demo(out: Path) -> None:
     """Runs every demo step, writing artefacts under ``out``."""
+    import torch
+
     from hetsched.slim.data import load_dataset
+    from hetsched.slim.experiment import run_experiment
     from hetsched.slim.pipeline import measure_with_progress, paper_tables, train_with_progress
+    from hetsched.slim.router_training import ppo_budget
+    from hetsched.slim.scenario import ScenarioConfig
     from hetsched.slim.train import TrainConfig
 
     console = Console()
@@ -40,3 +53,12 @@ def run_demo(out: Path) -> None:
     console.print(Rule("3. Tables I and II beside the paper (paper: CIFAR-100; here: digits)"))
     for rich_table in paper_tables(table):
         console.print(rich_table)
+
+    console.print(Rule("4. Routing: PPO routers vs random in the simulated paper cluster"))
+    torch.set_num_threads(1)
+    scenario = ScenarioConfig(
+        accuracy_table=str(model_dir / "accuracy_table.json"), num_images=DEMO_ROUTER_IMAGES
+    )
+    run_experiment(
+        scenario, [0], Path(out) / "router", ppo=ppo_budget(DEMO_ROUTER_DECISIONS), console=console
+    )

@@ -40,6 +40,25 @@ PAPER_PPO = PPOConfig(
 """Router PPO defaults: the paper's ε 0.2, c_v 0.5, K = 3 and one-step returns; the rest is ours."""
 
 
+def ppo_budget(steps: int, rollout: int = PAPER_PPO.num_steps, seed: int = 0) -> PPOConfig:
+    """:data:`PAPER_PPO` scaled to ``steps`` training decisions.
+
+    The rollout and minibatch count shrink to fit a small budget, and ε decays over the first two
+    thirds of it whatever its size, so a short demo run anneals the server-head mixture as a full
+    run does.
+    """
+    rollout = min(rollout, steps)
+    return PAPER_PPO.model_copy(
+        update={
+            "seed": seed,
+            "total_timesteps": steps,
+            "num_steps": rollout,
+            "num_minibatches": min(PAPER_PPO.num_minibatches, rollout),
+            "epsilon_decay_steps": max(1, int(0.66 * steps)),
+        }
+    )
+
+
 @dataclass
 class TrainedRouter:
     """A trained router policy with its training history."""
