@@ -11,7 +11,7 @@ from hetsched.core.energy import RaplEnergyMeter, RaplUnavailableError
 from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.backends.base import SegmentKey
-from hetsched.slim.backends.torch_live import TorchBackend, resolve_live_device
+from hetsched.slim.backends.torch_live import BusyShare, TorchBackend, resolve_live_device
 from hetsched.slim.costs import compute_cost_table
 from hetsched.slim.model import NUM_SEGMENTS, WIDTHS, SlimResNet
 
@@ -156,3 +156,18 @@ def test_a_checkpoint_path_is_loaded_and_a_missing_one_named(digits_checkpoint, 
     backend.close()
     with pytest.raises(DataError, match="checkpoint not found"):
         TorchBackend(tmp_path / "missing.pt", RealTimeLoop(), "cpu")
+
+
+def test_busy_share_is_the_busy_part_of_its_window() -> None:
+    share = BusyShare(window_s=0.2)
+    assert share.utilization_pct() == 0.0
+    share.started()
+    share.started()  # two batches at once count once
+    time.sleep(0.05)
+    share.finished()
+    assert 0.0 < share.utilization_pct() <= 100.0
+    share.finished()
+    busy = share.utilization_pct()
+    assert busy == pytest.approx(25.0, abs=15.0)  # about 0.05 s of a 0.2 s window
+    time.sleep(0.25)
+    assert share.utilization_pct() == 0.0  # the busy span left the window

@@ -37,7 +37,7 @@ def _psutil() -> Any:
     try:
         return importlib.import_module("psutil")
     except ImportError:
-        raise ConfigError("CPU utilisation needs psutil: pip install 'hetsched[live]'") from None
+        raise ConfigError("CPU utilisation needs psutil: pip install 'hetsched[serve]'") from None
 
 
 class CpuUtilization:

@@ -9,11 +9,12 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
   device's cached memory.
 * ``run_batch`` (line 10, RUNBATCH) stacks the requests' activations into one batch and runs it
   under ``torch.inference_mode()`` on a worker thread (one per concurrently busy instance; torch
-  releases the GIL while it computes), then hands the outputs back to the loop's thread with
-  ``call_soon_threadsafe``, so the executor's state is only ever touched by that thread. An instance
-  wider than the requested width (FINDFREEBESTFIT, line 5) runs at its own width, as the paper's
-  instance does: the executor reports the instance's width as the executed one, the router takes
-  it as the next segment's w_prev, and the output's channels match it.
+  releases the GIL while it computes; on CUDA each worker has its own stream), then hands the
+  outputs back to the loop's thread with ``call_soon_threadsafe``, so the executor's state is only
+  ever touched by that thread. An instance wider than the requested width (FINDFREEBESTFIT, line
+  5) runs at its own width, as the paper's instance does: the executor reports the instance's
+  width as the executed one, the router takes it as the next segment's w_prev, and the output's
+  channels match it.
 * Telemetry: device memory from ``torch.cuda.memory_allocated`` on CUDA (the account of loaded
   instance bytes on the CPU, which has no allocator statistics); utilisation from NVML on NVIDIA
   GPUs, the busy share of this process's cores on the CPU; power and energy from the best meter of
@@ -29,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -228,6 +230,7 @@ class TorchBackend:
         self.meter = meter or best_meter(str(self.device), self.spec, self._meter_utilization())
         self._costs = compute_cost_table(self._model.num_classes, widths=self._model.widths)
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix=f"{self.name}-batch")
+        self._thread_state = threading.local()
         self._loaded: set[LiveInstance] = set()
         self._offloaded: dict[tuple[int, float], list[SegmentAtWidth]] = {}
         self.batch_latencies_s: list[float] = []
@@ -363,7 +366,7 @@ class TorchBackend:
         """On a worker thread: the forward pass; then hands the outputs to the loop's thread."""
         try:
             start_s = time.perf_counter()
-            with torch.inference_mode():
+            with torch.inference_mode(), self._worker_stream():
                 batch = torch.stack(inputs).to(self.device, non_blocking=True)
                 outputs = handle.module(batch).cpu()  # .cpu() waits for a CUDA forward to finish
             latency_s = time.perf_counter() - start_s
@@ -381,6 +384,18 @@ class TorchBackend:
             done(list(outputs.unbind(0)))
 
         self._loop.call_soon_threadsafe(complete)
+
+    def _worker_stream(self) -> AbstractContextManager[Any]:
+        """On CUDA, this worker thread's own stream, so that concurrent batches overlap on the
+        GPU instead of queueing on the default stream; nothing on the CPU."""
+        if self.device.type != "cuda":
+            return nullcontext()
+        stream = getattr(self._thread_state, "stream", None)
+        if stream is None:
+            stream = self._thread_state.stream = torch.cuda.Stream(self.device)
+        # The weights were copied to the device on the default stream (load): wait for them.
+        stream.wait_stream(torch.cuda.default_stream(self.device))
+        return torch.cuda.stream(stream)
 
     def close(self) -> None:
         """Waits for running batches, stops the workers and unloads every idle instance."""
