@@ -6,8 +6,9 @@ early instead, with a status and a reason a client can act on:
 * **429 queue_full**: accepting the request would put more than ``max_images_in_system`` images in
   the system (queued or running); the client should back off and retry.
 * **503 no_server**: no server is up; nothing can be served until one rejoins.
-* **503 deadline_unmeetable**: the request's deadline is shorter than the expected wait, estimated
-  as the images ahead of it divided by the recent completion rate (an EWMA of images per second).
+* **503 deadline_unmeetable**: the request's deadline is shorter than the expected time to serve
+  it, estimated as the images ahead of it plus its own divided by the recent completion rate (an
+  EWMA of images per second while busy).
 
 An accepted request may still miss its deadline; the front then answers it with 504 (see
 :mod:`.front`), so every accepted image gets exactly one answer.
@@ -67,12 +68,12 @@ class AdmissionController:
         self.throughput = ThroughputEstimate()
         self._busy_since_s: float | None = None
 
-    def expected_wait_s(self) -> float | None:
-        """Seconds until the images in the system are through, or None before any completed."""
+    def expected_wait_s(self, images: int) -> float | None:
+        """Seconds until ``images`` more would be through, or None before any completed."""
         rate = self.throughput.images_per_s
         if rate is None or rate <= 0:
             return None
-        return self.images_in_system / rate
+        return (self.images_in_system + images) / rate
 
     def admit(
         self, now_s: float, images: int, *, servers_up: int, deadline_s: float | None
@@ -91,12 +92,12 @@ class AdmissionController:
                 f" exceed the limit of {self.max_images_in_system}",
                 "queue_full",
             )
-        wait_s = self.expected_wait_s()
+        wait_s = self.expected_wait_s(images)
         if deadline_s is not None and wait_s is not None and wait_s > deadline_s:
             raise RequestError(
                 503,
-                f"deadline {deadline_s:.3f} s cannot be met: about {wait_s:.3f} s of work is"
-                " queued ahead",
+                f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"
+                f" {wait_s:.3f} s at the recent rate",
                 "deadline_unmeetable",
             )
         if self.images_in_system == 0:

@@ -7,6 +7,7 @@ front, and tears it all down again. The HTTP layer (:mod:`.app`) holds one runti
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,8 @@ class ServingRuntime:
         self.front: Front | None = None
         self.pool = None
         self.input_spec: InputSpec | None = None
+        self.event_loop: asyncio.AbstractEventLoop | None = None
+        """The loop the front runs on (to call into the runtime from another thread)."""
         self._owns_ray = False
 
     async def start(self) -> None:
@@ -95,6 +98,7 @@ class ServingRuntime:
 
         from hetsched.slim.serving.pool import RayServerPool
 
+        self.event_loop = asyncio.get_running_loop()
         config = self.config
         checkpoint = load_checkpoint(config.checkpoint)
         self.input_spec = input_spec(checkpoint)
