@@ -397,3 +397,8 @@ def run_server_command(
     register_metrics(registry, [executor])
     (out / "metrics.prom").write_bytes(generate_latest(registry))
     console.print(f"results: {out / 'run-server.json'}; Prometheus metrics: {out / 'metrics.prom'}")
+
+
+from hetsched.slim.serving.cli import register as register_serving  # noqa: E402
+
+register_serving(app)
