@@ -165,3 +165,20 @@ def test_exclusive_set_by_the_adapter_is_undone_by_restore(fake_slurm):
     adapter.restore()
     assert fake_slurm.job(4)["shared"] == "shared"
     assert fake_slurm.job(6)["shared"] == "none"  # the user's own --exclusive stays
+
+
+def test_a_checkpoint_resolves_through_the_policy_registry(fake_slurm, tmp_path):
+    """``--policy model.pt`` loads the RL prioritiser (issue 6) through ``make_policy``."""
+    import torch
+
+    from hetsched.jobs.agent import JobScoringAgent, save_checkpoint
+
+    torch.manual_seed(0)
+    checkpoint = tmp_path / "agent.pt"
+    save_checkpoint(checkpoint, JobScoringAgent(max_queue=16), {"base_policy": "fcfs"})
+    policy = make_policy(str(checkpoint))
+    assert policy.name == "RL-fcfs"
+    report = make_adapter(fake_slurm, policy=policy).scan()
+    assert report.error is None and not report.failures
+    priorities = sorted(fake_slurm.job(j)["priority"] for j in SJF_ORDER)
+    assert priorities[-1] == RANGE.top and all(p % RANGE.step == 0 for p in priorities)
