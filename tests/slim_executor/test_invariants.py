@@ -6,7 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
+from hetsched.slim.executor import ExecutorConfig
 from tests.slim_executor.conftest import WIDTHS, make_executor
 
 
@@ -97,6 +99,16 @@ def test_vram_cap_and_utilisation_block_stop_loading(costs):
 
 
 def test_config_and_request_errors_name_the_problem(costs):
+    for bad, field in (
+        ({"util_block_pct": 150}, "util_block_pct"),
+        ({"widths": [0.0, 0.5]}, "widths"),
+        ({"max_batch": 0}, "max_batch"),
+        ({"idle_unload_s": -1}, "idle_unload_s"),
+        ({"scale_max_new": 0}, "scale_max_new"),
+        ({"B_max": 4}, "B_max"),
+    ):
+        with pytest.raises(ConfigError, match=f"field '{field}'"):
+            validate_config(bad, ExecutorConfig, "test")
     with pytest.raises(ConfigError, match="vram_cap_bytes"):
         make_executor(costs, vram_cap_bytes=10**15)
     _, executor, _ = make_executor(costs, vram_cap_bytes=1000)

@@ -40,7 +40,7 @@ from pydantic import Field, field_validator
 from hetsched.core.config import StrictModel
 from hetsched.core.errors import ConfigError
 from hetsched.slim.backends.base import EnergyReporter, ExecutorBackend, SegmentKey
-from hetsched.slim.cluster import SegmentDone, ServerTelemetry
+from hetsched.slim.cluster import SegmentDone, SegmentOutputDone, ServerTelemetry
 from hetsched.slim.telemetry import ExecutorTelemetry
 
 IMAGE_WIDTH = 1.0
@@ -170,7 +170,7 @@ class GreedyExecutor:
         segment: int,
         width: float,
         prev_width: float | None,
-        done: SegmentDone | Callable[[float, Any], None],
+        done: SegmentDone | SegmentOutputDone,
         payload: Any = None,
     ) -> None:
         """Enqueues q(segment, width, now, prev_width) and runs what can run.

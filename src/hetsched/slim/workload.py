@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def segment_workload(
     return SegmentWorkload(arrivals, segment, width, prev_width)
 
 
-class Submitter:
+class Submitter(Protocol):
     """What :func:`drive` feeds: a server's ``submit(segment, width, prev_width, done)``."""
 
     def submit(

@@ -100,7 +100,6 @@ class SimulatedBackend:
         self._power_w = spec.idle_power_w
         self._energy_j = 0.0
         self._energy_since_s = loop.now_s()
-        self.batches_run = 0
 
     # -- the ExecutorBackend protocol -----------------------------------------------------------
 
@@ -181,7 +180,6 @@ class SimulatedBackend:
         handle.running = True
         self._running += 1
         self._activation_bytes += activation_bytes
-        self.batches_run += 1
         self.loop.schedule_in(
             duration_s, partial(self._finish, handle, share, activation_bytes, inputs, done)
         )
