@@ -1,0 +1,116 @@
+"""`hetsched slim serve` + `hetsched slim loadgen` end to end, on a tiny budget."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hetsched.cli import typer_app
+from hetsched.slim.routers.ppo import StateEncoder, new_policy, save_router
+
+runner = CliRunner()
+TOKEN = "cli-token"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def ppo_checkpoint(tmp_path: Path) -> Path:
+    """A PPO router for two servers (untrained: what matters here is that serving loads it)."""
+    encoder = StateEncoder(2, (0.25, 0.5, 0.75, 1.0), (1, 4, 8, 16))
+    path = tmp_path / "ppo-2servers.pt"
+    save_router(path, new_policy(encoder), encoder, (64, 64))
+    return path
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 150.0) -> None:
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited early:\n{process.stdout.read()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise AssertionError("serve did not become ready")
+
+
+def test_serve_then_loadgen_reports_throughput_latency_and_energy(
+    tmp_path: Path, digits_checkpoint: Path, ppo_checkpoint: Path
+):
+    port = free_port()
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "checkpoint": str(digits_checkpoint),
+                "servers": [{"name": "cpu0"}, {"name": "cpu1"}],
+                "executor": {"max_batch": 8},
+            }
+        )
+    )
+    command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
+    args = ["--config", str(config), "--port", str(port), "--token", TOKEN, "--num-cpus", "2"]
+    env = os.environ | {"RAY_AUTH_MODE": "disabled"}
+    process = subprocess.Popen(
+        [*command, *args, "--router", str(ppo_checkpoint)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        report_path = tmp_path / "report.json"
+        result = runner.invoke(
+            typer_app,
+            ["slim", "loadgen", "--url", url, "--rate", "20", "--pattern", "bursty",
+             "--duration-s", "2", "--data", "digits:8", "--token", TOKEN,
+             "--out", str(report_path)],
+            catch_exceptions=False,
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert "latency p50 / p90 / p99" in result.output and "energy per image" in result.output
+        report = json.loads(report_path.read_text())
+        assert report["requests_ok"] == report["requests_sent"] > 10, report
+        assert report["errors"] == {}
+        assert report["throughput_images_per_s"] > 0
+        assert report["latency_s"]["p50"] <= report["latency_s"]["p99"]
+        assert report["energy_j_per_image"] > 0 and report["energy_source"] == "power-model"
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    assert f"serving {digits_checkpoint}" in output
+
+
+def test_loadgen_needs_exactly_one_of_rate_and_concurrency():
+    result = runner.invoke(
+        typer_app, ["slim", "loadgen", "--url", "http://127.0.0.1:9", "--duration-s", "1"]
+    )
+    assert "exactly one of --rate" in str(result.exception)
+
+
+def test_serve_names_a_bad_config_field(tmp_path: Path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text("checkpoint: x.pt\nservers: [{name: a}, {name: a}]\n")
+    result = runner.invoke(typer_app, ["slim", "serve", "--config", str(config)])
+    assert "servers" in str(result.exception) and "unique" in str(result.exception)
