@@ -50,6 +50,7 @@ def test_series_and_prometheus_metrics_match_the_run(costs):
     series = record.series
     assert len(series.time_s) > 10 and series.time_s == sorted(series.time_s)
     assert max(series.queue_length) > 0 and series.queue_length[-1] == 0
+    assert series.loads == sorted(series.loads) and series.loads[-1] <= record.loads
     rows = zip(series.queue_by_segment, series.queue_length, strict=True)
     assert all(sum(per_segment) == total for per_segment, total in rows)
     assert record.latency_summary().p99 >= record.latency_summary().p50 > 0

@@ -1,6 +1,9 @@
+import json
+
 import numpy as np
 import pytest
 
+from hetsched.core.devices import DEVICES
 from hetsched.core.errors import ConfigError, DataError, HetschedError
 from hetsched.slim.executor import GreedyExecutor
 from hetsched.slim.routers import ROUTERS
@@ -22,7 +25,7 @@ def test_paper_table_nearest_neighbour_lookup():
     assert 0.70 < mean_top1(ScenarioConfig()) < 0.77
 
 
-def test_servers_are_greedy_executors_on_the_named_devices():
+def test_servers_are_greedy_executors_on_the_named_devices(tmp_path):
     cluster = build_cluster(ScenarioConfig(num_images=5), seed=0)
     assert all(isinstance(server, GreedyExecutor) for server in cluster.servers)
     assert [s.backend.spec.name for s in cluster.servers] == [
@@ -30,6 +33,19 @@ def test_servers_are_greedy_executors_on_the_named_devices():
         "rtx-2080-ti",
         "gtx-980-ti",
     ]
+    profile = DEVICES["t4"].model_copy(update={"name": "my-t4", "source": "profile"})
+    path = tmp_path / "my-t4.json"
+    path.write_text(json.dumps({"device": profile.model_dump()}))
+    scenario = ScenarioConfig(
+        num_images=5, servers=("cpu", str(path)), executor={"max_batch": 4}, link="ethernet-1g"
+    )
+    cluster = build_cluster(scenario, seed=0)
+    assert [s.backend.spec.name for s in cluster.servers] == ["cpu", "my-t4"]
+    assert cluster.servers[1].config.max_batch == 4
+    cluster.run(ROUTERS.create("random", seed=0))
+    assert len(cluster.completed) == 5
+    with pytest.raises(ConfigError, match=r"not in executor\.widths"):
+        build_cluster(scenario.model_copy(update={"widths": (0.3,)}), 0)
 
 
 def test_arrivals_are_seeded_with_the_configured_mean_rate():

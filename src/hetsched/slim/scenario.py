@@ -54,7 +54,7 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Mean arrival rate r in images per second."""
     burst_s: float = Field(0.25, gt=0)
     """Mean length of an ON period of bursty arrivals."""
-    executor: ExecutorConfig = ExecutorConfig()
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     """Algorithm 1's knobs of every server's executor (B_max, M_max, U_blk, t_idle, ...)."""
     widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     """Width choices of the router."""

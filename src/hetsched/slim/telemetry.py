@@ -45,6 +45,10 @@ class TelemetrySeries:
     power_w: list[float] = field(default_factory=list)
     running_batches: list[int] = field(default_factory=list)
     instances_loaded: list[int] = field(default_factory=list)
+    loads: list[int] = field(default_factory=list)
+    """Instance loads so far (cumulative)."""
+    unloads: list[int] = field(default_factory=list)
+    """Instance unloads so far (cumulative)."""
 
     def as_dict(self) -> dict[str, list]:
         """Columns as plain lists, for JSON."""
@@ -57,6 +61,8 @@ class TelemetrySeries:
             "power_w": self.power_w,
             "running_batches": self.running_batches,
             "instances_loaded": self.instances_loaded,
+            "loads": self.loads,
+            "unloads": self.unloads,
         }
 
 
@@ -99,6 +105,8 @@ class ExecutorTelemetry:
         series.power_w.append(backend.power_w())
         series.running_batches.append(executor.running_batches)
         series.instances_loaded.append(executor.instances_loaded)
+        series.loads.append(self.loads)
+        series.unloads.append(self.unloads)
 
     def queue_summary(self) -> Summary:
         """Queueing delay per request (mean, std, p50/p90/p99)."""
