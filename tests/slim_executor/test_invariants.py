@@ -165,3 +165,15 @@ def test_invariants_hold_on_random_workloads(
     check_run(requests, executor, backend, finished)
     assert backend.peak_instance_bytes <= executor.vram_cap_bytes
     assert executor.record.loads == executor.record.unloads + executor.instances_loaded
+
+
+def test_blocked_by_someone_elses_load_retries_on_a_timer_not_a_spin(costs):
+    loop, executor, backend = make_executor(costs, blocked_retry_s=0.01)
+    busy_until_s = 0.035  # another process keeps the device at 100 % until then
+    backend.utilization_pct = lambda: 100.0 if loop.now_s() < busy_until_s else 0.0
+    finished = []
+    executor.submit(2, 0.5, 0.5, finished.append)
+    assert executor.loaded_instances() == {} and loop.pending == 1  # one retry timer, no spin
+    loop.run()
+    assert finished == [0.5]
+    assert loop.events_processed <= 4 + 2  # retries at 0.01, 0.02, 0.03, 0.04; batch end; unload
