@@ -11,8 +11,9 @@ A backend calls a batch's ``done`` later on the clock's thread, never from insid
 
 Interpretation of the knobs, where the paper leaves room:
 
-* FIFO: requests are served strictly in arrival order of their head key; a batch takes up to
-  B_max requests of the head's key (segment, w_req, w_prev), oldest first (lines 3-4).
+* FIFO: the oldest waiting request is the head; a batch takes up to B_max requests of the
+  head's key (segment, w_req, w_prev), oldest first (lines 3-4). A head that cannot run blocks
+  everything behind it, as the paper's loop does.
 * FINDFREEBESTFIT (lines 5, 11-12): a free instance of the segment with the smallest width
   >= w_req; an instance runs any previous width (its first convolutions keep every input channel).
 * Scale-up (lines 6-7, section III.A "instantiating up to N_new additional instances for key k"):
@@ -24,7 +25,8 @@ Interpretation of the knobs, where the paper leaves room:
 * Requeue (line 9): a batch is only taken from the FIFO once an instance is found, so "requeue to
   the front" is "leave it there"; the loop body runs again on the next batch end or unload (or,
   when nothing of this executor runs, after ``blocked_retry_s``: a live device can be busy with
-  other work).
+  other work). While the head is blocked, a ``submit`` only enqueues, unless it brings the
+  head key's queue to Q_th: no other arrival can change the outcome of lines 5-8.
 * UNLOADERLOOP (lines 21-25): one timer at the earliest moment an idle instance reaches t_idle.
 """
 
@@ -89,9 +91,10 @@ class Clock(Protocol):
 
 
 class _Instance:
-    """A loaded instance i_s(seg, w, device, busy, t_last) of Algorithm 1's state."""
+    """A loaded instance i_s(seg, w, device, busy, t_last) of Algorithm 1's state; it is busy
+    exactly while it is out of its free list (``pool``)."""
 
-    __slots__ = ("busy", "handle", "pool", "segment", "t_last_s", "width")
+    __slots__ = ("handle", "pool", "segment", "t_last_s", "width")
 
     def __init__(
         self, segment: int, width: float, handle: Any, now_s: float, pool: list[_Instance]
@@ -99,7 +102,6 @@ class _Instance:
         self.segment = segment
         self.width = width
         self.handle = handle
-        self.busy = False
         self.t_last_s = now_s
         self.pool = pool
         """The free list of its (segment, width), where it goes back when its batch ends."""
@@ -314,7 +316,6 @@ class GreedyExecutor:
         batch = [queue.popleft() for _ in range(size)]
         self._queued -= size
         self._queued_by_segment[key[0]] -= size
-        instance.busy = True
         self._running += 1
         self.record.queue_durations_s.extend([now_s - request[1] for request in batch])
         self.backend.run_batch(
@@ -329,7 +330,6 @@ class GreedyExecutor:
 
     def _batch_done(self, instance: _Instance, batch: list[_Request], outputs: Any) -> None:
         now_s = self.clock.now_s()
-        instance.busy = False
         instance.t_last_s = now_s  # line 10: update inst.t_last
         instance.pool.append(instance)
         self._running -= 1
@@ -370,7 +370,7 @@ class GreedyExecutor:
         earliest_s = None
         for pool_key, instances in self._free.items():
             keep = []
-            for instance in instances:  # line 23: non-busy instances only
+            for instance in instances:  # line 23: the free lists hold the non-busy ones
                 if instance.t_last_s + idle_s <= now_s:  # line 24
                     self.backend.unload(instance.handle)  # line 25
                     self._loaded[pool_key] -= 1
