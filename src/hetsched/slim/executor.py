@@ -316,7 +316,7 @@ class GreedyExecutor:
         batch = [queue.popleft() for _ in range(size)]
         self._queued -= size
         self._queued_by_segment[key[0]] -= size
-        self._running += 1
+        self._running += 1  # line 10: inst.busy <- true (it is out of its free list)
         self.record.queue_durations_s.extend([now_s - request[1] for request in batch])
         self.backend.run_batch(
             instance.handle,
