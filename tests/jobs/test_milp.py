@@ -8,7 +8,7 @@ import pytest
 
 from hetsched.core.errors import ConfigError
 from hetsched.jobs.cluster import Cluster, ClusterState, Node
-from hetsched.jobs.milp import MILPPlacer, ObjectiveWeights
+from hetsched.jobs.milp import MILPPlacer, ObjectiveWeights, build_problem, solve
 from hetsched.jobs.model import Job, JobTable
 from hetsched.jobs.placement import PLACERS, JobRequest, candidate_placements
 from hetsched.jobs.policies import make_policy
@@ -58,10 +58,11 @@ def test_every_objective_term_changes_the_choice(term):
     assert _choose(free, gpus, upcoming, _without(term))[0] == without_term
 
 
+@pytest.mark.parametrize("solver", ["glpk_mi", "glpk"])
 @pytest.mark.parametrize("term", sorted(TERM_CASES))
-def test_glpk_mi_agrees_with_highs(term):
+def test_glpk_agrees_with_highs(term, solver):
     free, gpus, upcoming, with_term, _ = TERM_CASES[term]
-    assert _choose(free, gpus, upcoming, solver="glpk_mi")[0] == with_term
+    assert _choose(free, gpus, upcoming, solver=solver)[0] == with_term
 
 
 def test_pack_when_the_next_job_needs_a_whole_node():
@@ -104,6 +105,23 @@ def test_no_solver_call_with_a_single_way_and_none_when_nothing_fits():
     assert placer.place(_job(8, 1), state).key() == ((0, 8),)
     assert placer.solver_calls == 0
     assert placer.place(_job(8, 1), _state([4])) is None
+    assert placer.solver_calls == 0
+
+
+def test_argmin_shortcut_equals_the_solver_without_contested_lookahead():
+    # Without look-ahead jobs competing for the touched nodes the MILP has only the x_c; the
+    # placer takes the argmin of their costs directly. Both solvers must agree with it.
+    state = _state([5, 4, 2, 8])
+    request = _job(2, 4)
+    candidates = candidate_placements(request, state)
+    problem = build_problem(request, state, candidates, [], ObjectiveWeights())
+    assert len(problem.cost) == problem.num_candidates == len(candidates) > 1
+    expected = int(np.argmin(problem.cost))
+    assert (
+        solve(problem, "highs") == solve(problem, "glpk_mi") == solve(problem, "glpk") == expected
+    )
+    placer = MILPPlacer()
+    assert placer.place(request, state).key() == candidates[expected].key()
     assert placer.solver_calls == 0
 
 

@@ -11,15 +11,20 @@ occupy the job's GPUs), which is why RLTune's fragmentation term is inert. Here:
   get binaries ``z_ka`` = "job k would still fit whole on node a after our choice"; every node the
   candidates touch must hold the chosen candidate plus the look-ahead jobs assigned to it, GPUs,
   CPUs and memory each (lines 15-20). Look-ahead jobs that fit on a node no candidate touches are
-  assigned there first (greedily, in priority order): their room does not depend on the choice;
+  assigned there first (greedily, in priority order), and jobs that fit on no touched node even
+  now are left out: in both cases their room does not depend on the choice;
 - the objective, minimised: ``w_frag · fragmentation(c) + w_imb · imbalance(c) −
   w_room · Σ_k Σ_a z_ka / (k + 1)``, where fragmentation is eq. 3 over the job's eligible nodes
   after placing ``c`` and imbalance is the mean absolute deviation of their GPU utilisation. Each
   term changes the choice in some case (``tests/jobs/test_milp.py`` builds one per term).
 
-The solver runs only when more than one distinct candidate exists. HiGHS through
+The solver runs only when more than one distinct candidate exists and some look-ahead job competes
+for the nodes they touch (otherwise the optimum is the argmin of the candidates' constant costs,
+taken directly). HiGHS through
 ``scipy.optimize.milp`` is the default; ``solver="glpk_mi"`` solves the same matrices with CVXPY
-and GLPK_MI (the paper's solver).
+and GLPK_MI (the paper's solver), and ``solver="glpk"`` hands them to GLPK through cvxopt without
+CVXPY's compile step (the same solver, ~0.1 ms for these sizes against HiGHS's per-call overhead of
+several ms; see ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from hetsched.jobs.cluster import Allocation, ClusterState
 from hetsched.jobs.features import fragmentation_factor
 from hetsched.jobs.placement import JobRequest, candidate_placements, capacity_per_node
 
-SOLVERS: tuple[str, ...] = ("highs", "glpk_mi")
+SOLVERS: tuple[str, ...] = ("highs", "glpk_mi", "glpk")
 #: Added per candidate index so that exact ties resolve to the earliest candidate (pack on the
 #: fewest nodes), whichever solver runs.
 TIE_BREAK = 1e-6
@@ -124,8 +129,9 @@ def build_problem(
             outside.free_gpus[node] -= job.num_gpus
             outside.free_cpus[node] -= job.cpus
             outside.free_memory_mib[node] -= job.memory_mib
-        else:
-            contested.append((rank, job))
+        elif (capacity_per_node(job, state)[touched] >= need).any():
+            contested.append((rank, job))  # its room depends on our choice
+        # else: it fits on no touched node even now, so no choice can give it room there
     n_c, n_a = len(candidates), len(touched)
     n_vars = n_c + len(contested) * n_a
     cost = np.zeros(n_vars)
@@ -219,6 +225,27 @@ def solve(problem: PlacementProblem, solver: str = "highs") -> int:
         if v.value is None:
             raise HetschedError(f"GLPK_MI found no placement: status {cvx.status}")
         values = v.value
+    elif solver == "glpk":
+        from cvxopt import glpk, matrix
+
+        equal = problem.lower == problem.upper
+        upper = ~equal & np.isfinite(problem.upper)
+        lower = ~equal & np.isfinite(problem.lower)
+        g = np.vstack((problem.matrix[upper], -problem.matrix[lower]))
+        h = np.concatenate((problem.upper[upper], -problem.lower[lower]))
+        glpk.options["msg_lev"] = "GLP_MSG_OFF"
+        status, x = glpk.ilp(
+            matrix(problem.cost),
+            matrix(g),
+            matrix(h),
+            matrix(problem.matrix[equal]),
+            matrix(problem.upper[equal]),
+            set(),
+            set(range(len(problem.cost))),
+        )
+        if status != "optimal" or x is None:
+            raise HetschedError(f"GLPK found no placement: status {status}")
+        values = np.asarray(x).ravel()
     else:
         raise ConfigError(f"unknown MILP solver {solver!r}; known: {', '.join(SOLVERS)}")
     return int(np.argmax(values[: problem.num_candidates]))
@@ -233,7 +260,7 @@ class MILPPlacer:
         lookahead_jobs: K, how many next jobs in priority order the MILP keeps room for; the
             simulator passes them through :meth:`set_lookahead` before each placement.
         weights: Objective weights.
-        solver: ``highs`` (scipy) or ``glpk_mi`` (CVXPY).
+        solver: ``highs`` (scipy), ``glpk_mi`` (CVXPY) or ``glpk`` (cvxopt, no CVXPY).
         extra_nodes: Candidates use up to this many nodes more than the fewest.
     """
 
@@ -243,6 +270,7 @@ class MILPPlacer:
     extra_nodes: int = 1
     name: str = "milp"
     solver_calls: int = field(default=0, init=False)
+    """MILPs handed to the solver so far (placements that needed one)."""
     _upcoming: list[JobRequest] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -261,6 +289,10 @@ class MILPPlacer:
         candidates = candidate_placements(request, state, self.extra_nodes)
         if len(candidates) <= 1:  # one way or none: nothing to optimise, no solver call
             return candidates[0] if candidates else None
-        self.solver_calls += 1
         problem = build_problem(request, state, candidates, upcoming, self.weights)
+        if len(problem.cost) == problem.num_candidates:
+            # No look-ahead job competes for the touched nodes: the MILP is "pick one x_c" with
+            # constant costs, whose optimum is their argmin (exact, and ~100x cheaper than HiGHS).
+            return candidates[int(np.argmin(problem.cost))]
+        self.solver_calls += 1
         return candidates[solve(problem, self.solver)]
