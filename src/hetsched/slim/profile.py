@@ -62,8 +62,12 @@ class ProfileCell:
     batch_size: int
     flops: int
     latency_s: float
-    """Median over ``repeats`` timed forwards (of the fastest pass)."""
+    """The fastest timed forward of all passes: the device undisturbed by other work (the
+    estimate ``timeit`` recommends), what the fit and the figures use."""
+    latency_median_s: float
+    """The median forward of the pass with the lowest median, for comparison."""
     repeats: int
+    """Timed forwards of that pass."""
     memory_bytes: int
     memory_source: str
     """``cuda-peak`` (``torch.cuda.max_memory_allocated``) or ``account`` (weights + input +
@@ -113,11 +117,12 @@ def measure_cell(
     meter: EnergyMeter,
     min_time_s: float,
     min_repeats: int = 3,
-) -> tuple[float, int, float | None, float]:
+) -> tuple[float, float, int, float | None, float]:
     """Times forwards of ``module`` on ``x`` for at least ``min_time_s`` and ``min_repeats``.
 
     Returns:
-        (median latency s, repeats, utilisation % over the window, energy J per batch).
+        (fastest latency s, median latency s, repeats, utilisation % over the window, energy J
+        per batch).
     """
     with torch.inference_mode():
         module(x)  # warm-up: first-call allocations and kernel selection
@@ -133,7 +138,7 @@ def measure_cell(
             latencies.append(time.perf_counter() - began)
         utilization_pct = utilization.utilization_pct()
         energy_j = (meter.energy_j() - start_j) / len(latencies)
-    return statistics.median(latencies), len(latencies), utilization_pct, energy_j
+    return min(latencies), statistics.median(latencies), len(latencies), utilization_pct, energy_j
 
 
 def _memory_bytes(
@@ -160,9 +165,9 @@ def profile_cells(
 ) -> list[ProfileCell]:
     """Measures every (segment, width, batch size) on ``device``, ``passes`` times round-robin.
 
-    A cell's figures are those of its fastest pass (the least disturbed one, by its median
-    latency): on a shared machine another job's burst then spoils one pass of a cell, not the
-    cell (every pass of a cell would fall into the same burst if they ran back to back).
+    A cell keeps its fastest forward over all passes, and the other figures of its least
+    disturbed pass (lowest median): on a shared machine another job's burst then spoils one pass
+    of a cell, not the cell (every pass would fall into the same burst if they ran back to back).
     """
     costs = compute_cost_table(model.num_classes, image_size, model.widths)
     instances = {}
@@ -187,14 +192,16 @@ def profile_cells(
             samples[segment, width, batch].append((*measured, *memory))
     cells = []
     for (segment, width, batch), runs in samples.items():
-        latency_s, repeats, util, energy_j, memory, memory_source = min(runs, key=lambda r: r[0])
+        fastest = min(runs, key=lambda r: r[1])  # the pass with the lowest median
+        _, median_s, repeats, util, energy_j, memory, memory_source = fastest
         cost = costs.get(segment, width, None if segment == 0 else width)
         cell = ProfileCell(
             segment=segment,
             width=float(width),
             batch_size=batch,
             flops=cost.flops_per_image * batch,
-            latency_s=latency_s,
+            latency_s=min(r[0] for r in runs),
+            latency_median_s=median_s,
             repeats=repeats,
             memory_bytes=int(memory),
             memory_source=memory_source,

@@ -56,7 +56,7 @@ def plot_profile(
         for i, what in ((1, "memory"), (2, "energy"), (3, "latency"))
     ]
 
-    fig, axes = plt.subplots(1, NUM_SEGMENTS, figsize=(11, 2.8), sharey=True)
+    fig, axes = plt.subplots(1, NUM_SEGMENTS, figsize=(11, 2.8))
     for segment, ax in enumerate(axes):
         mine = [c for c in cells if c.segment == segment]
         for width in sorted({c.width for c in mine}):
