@@ -72,3 +72,13 @@ def test_same_seed_same_run_and_bad_scenarios_rejected():
         build_cluster(scenario.model_copy(update={"accuracy_table": "x.json"}), 0)
     with pytest.raises(HetschedError, match="live backend"):
         build_cluster(scenario, 0, live=True)
+
+
+def test_a_measured_table_answers_workload_images_beyond_the_test_split_in_turn():
+    from hetsched.slim.accuracy import AccuracyTable
+    from hetsched.slim.scenario import TableAccuracy
+
+    full = (1.0, 1.0, 1.0, 1.0)
+    table = AccuracyTable({full: 2 / 3}, {full: np.array([True, False, True])})
+    oracle = TableAccuracy(table, difficulty=np.zeros(10))  # difficulty 0: would say "correct"
+    assert [oracle.correct(full, i) for i in range(7)] == [True, False, True] * 2 + [True]

@@ -68,7 +68,9 @@ class TableAccuracy:
     """Accuracy prior and per-image correctness from an accuracy table (the reward's p̃_acc).
 
     The prior of a width prefix is the table's nearest-neighbour lookup (the paper's fallback). For
-    correctness, a measured table answers per image; the paper's table has only top-1 figures, so
+    correctness, a measured table answers per image (a workload longer than the test split takes
+    its images in turn again, so image i is test image i mod n); the paper's table has only top-1
+    figures, so
     each image gets a fixed difficulty u ~ U(0, 1) and counts as correct when u < top-1 of its
     width tuple: an image right at a slim width stays right at a wider one, the fraction correct
     matches the table in expectation, and every policy run on a seed sees the same difficulties.
@@ -82,6 +84,9 @@ class TableAccuracy:
         return float(self.table.lookup(tuple(widths)))
 
     def correct(self, widths: Sequence[float], image_index: int) -> bool:
+        test_images = self.table.num_images
+        if test_images:
+            image_index %= test_images
         measured = self.table.correct(tuple(widths), image_index)
         if measured is not None:
             return bool(measured)
