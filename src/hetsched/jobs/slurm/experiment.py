@@ -10,7 +10,8 @@ fake GPUs), the same scaled workload submitted at the same arrival times, and:
 
 Each arm is also simulated (the simulator with EASY backfilling, which is what ``sched/backfill``
 approximates): the baseline with the multifactor model as this Slurm computes it (age and
-fair-share are 0 without slurmdbd, so only job size and partition weigh), hetsched's arm with
+fair-share are 0: fair share needs slurmdbd, and minutes of age are nothing against the 7-day
+``PriorityMaxAge``; so only job size and partition weigh), hetsched's arm with
 priorities recomputed every ``interval_s`` as the live loop does. Live and simulated figures can
 then be compared row by row.
 """

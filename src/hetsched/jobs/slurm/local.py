@@ -6,8 +6,9 @@ GPU character devices, and a munged of its own (own socket and pid file, the key
 listen on free localhost ports and are stopped by the pids in their pid files.
 
 The controller runs as in the paper's section 5.6: ``sched/backfill``, ``select/cons_tres``,
-``priority/multifactor`` with equal weights (1000) on every factor. Without slurmdbd the age and
-fair-share factors stay 0 (seen with ``sprio``), so Slurm's own order comes from job size (CPUs;
+``priority/multifactor`` with equal weights (1000) on every factor. The age and fair-share
+factors stay 0 (seen with ``sprio``: fair share needs slurmdbd, and minutes of age are nothing
+against the default 7-day ``PriorityMaxAge``), so Slurm's own order comes from job size (CPUs;
 submitted jobs ask one CPU per GPU) and, on ties, submission order. ``bf_interval=1`` lets the
 backfill pass keep up with jobs of a few seconds.
 
