@@ -57,21 +57,13 @@ def train_router_command(
     from hetsched.core.config import load_config
     from hetsched.slim.experiment import training_clusters
     from hetsched.slim.reward import RewardWeights, reward_weights
-    from hetsched.slim.router_training import PAPER_PPO, train_router
+    from hetsched.slim.router_training import ppo_budget, train_router
     from hetsched.slim.scenario import encoder_for, mean_top1
 
     torch.set_num_threads(1)
     scenario = _scenario(scenario_file, images, accuracy_table)
     weights = load_config(reward, RewardWeights) if reward else reward_weights(preset)
-    ppo = PAPER_PPO.model_copy(
-        update={
-            "seed": seed,
-            "total_timesteps": steps,
-            "num_steps": min(rollout, steps),
-            "num_minibatches": min(PAPER_PPO.num_minibatches, min(rollout, steps)),
-            "epsilon_decay_steps": max(1, int(0.66 * steps)),
-        }
-    )
+    ppo = ppo_budget(steps, rollout, seed)
     trained = train_router(
         training_clusters(scenario, seed),
         encoder_for(scenario),
@@ -151,19 +143,11 @@ def experiment_command(
     import torch
 
     from hetsched.slim.experiment import run_experiment
-    from hetsched.slim.router_training import PAPER_PPO
+    from hetsched.slim.router_training import ppo_budget
 
     torch.set_num_threads(1)
     scenario = _scenario(scenario_file, images, accuracy_table)
-    rollout = min(PAPER_PPO.num_steps, steps)
-    ppo = PAPER_PPO.model_copy(
-        update={
-            "total_timesteps": steps,
-            "num_steps": rollout,
-            "num_minibatches": min(PAPER_PPO.num_minibatches, rollout),
-            "epsilon_decay_steps": max(1, int(0.66 * steps)),
-        }
-    )
+    ppo = ppo_budget(steps)
     from hetsched.slim.routers import ROUTERS
 
     names = tuple(name.strip() for name in baselines.split(",") if name.strip())
