@@ -181,3 +181,17 @@ def test_normalised_gap_and_bad_environment_options(small):
     env = PrioritisationEnv(jobs, big, episode_jobs=32, max_queue=QUEUE)
     with pytest.raises(HetschedError, match="no episode offered a choice"):
         env.reset(seed=0)
+
+
+def test_one_start_per_pass_does_not_change_a_static_order(small):
+    # The RL policy re-scores after every start; for a fixed order that must not change anything,
+    # so base and RL pipelines differ only by their priorities.
+    jobs, cluster = small
+    window = jobs.window(100, 150)
+    for name in ("fcfs", "sjf"):
+        plain = Simulator(window, cluster, make_policy(name), SimulationConfig()).run()
+        stepped = Simulator(
+            window, cluster, make_policy(name), SimulationConfig(starts_per_pass=1)
+        ).run()
+        assert np.array_equal(plain.start_s, stepped.start_s)
+        assert stepped.passes > plain.passes
