@@ -73,19 +73,19 @@ def plot_profile(
     fig.savefig(paths[0], dpi=DPI)
     plt.close(fig)
 
-    estimated = " - ESTIMATED by the power model" if energy_source == "power-model" else ""
+    estimated = ", ESTIMATED: no counter" if energy_source == "power-model" else ""
     for path, y_of, ylabel, title in (
         (
             paths[1],
             lambda c: c.energy_j,
             "energy per batch, J",
-            f"energy vs utilisation (paper Fig. 2; {energy_source}{estimated})",
+            f"energy vs utilisation (paper Fig. 2)\nenergy source: {energy_source}{estimated}",
         ),
         (
             paths[2],
             lambda c: 1e3 * c.latency_s,
             "latency per batch, ms",
-            "latency vs utilisation (paper Fig. 3)",
+            "latency vs utilisation (paper Fig. 3)\nfastest forward of each cell",
         ),
     ):
         fig, ax = plt.subplots(figsize=(6, 3.6))
