@@ -10,6 +10,7 @@ import torch
 from hetsched.core.energy import RaplEnergyMeter, RaplUnavailableError
 from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
+from hetsched.core.utilization import MIN_INTERVAL_S
 from hetsched.slim.backends.base import SegmentKey
 from hetsched.slim.backends.torch_live import BusyShare, TorchBackend, resolve_live_device
 from hetsched.slim.costs import compute_cost_table
@@ -62,7 +63,7 @@ def test_telemetry_names_its_sources(backend: TorchBackend) -> None:
     assert backend.memory_bytes > 0
     assert backend.power_w() >= backend.spec.idle_power_w * 0.99
     assert backend.energy_j() >= 0
-    time.sleep(0.02)  # the CPU reader's first sample needs an interval
+    time.sleep(MIN_INTERVAL_S)  # the CPU reader's first reading needs an interval
     assert 0 <= backend.utilization_pct() <= 100
 
 

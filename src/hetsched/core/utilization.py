@@ -19,8 +19,10 @@ from typing import Any, Literal, Protocol
 from hetsched.core.errors import ConfigError
 from hetsched.core.nvml import nvml_handle
 
-MIN_INTERVAL_S = 0.005
-"""Below this interval a CPU reading is mostly clock-tick noise; the previous value is kept."""
+MIN_INTERVAL_S = 0.1
+"""CPU times advance in clock ticks (10 ms on Linux), so a reading over a shorter interval than
+this is mostly tick noise; until it has passed, the previous value is returned (which also keeps
+a reader called at every executor step cheap)."""
 
 
 class UtilizationReader(Protocol):

@@ -232,7 +232,8 @@ class TorchBackend:
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix=f"{self.name}-batch")
         self._thread_state = threading.local()
         self._loaded: set[LiveInstance] = set()
-        self._offloaded: dict[tuple[int, float], list[SegmentAtWidth]] = {}
+        self._offloaded: dict[tuple[int, float], list[tuple[SegmentAtWidth, int]]] = {}
+        """Offloaded instances on the CPU with their parameter bytes, per (segment, width)."""
         self.batch_latencies_s: list[float] = []
         """Compute time of every batch, in completion order."""
 
@@ -300,12 +301,13 @@ class TorchBackend:
         """
         offloaded = self._offloaded.get((segment, float(width)))
         if offloaded:
-            module = offloaded.pop()
+            module, param_bytes = offloaded.pop()
         else:
             module = extract_segment(self._model, segment, float(width)).eval()
             module.requires_grad_(False)
-        module = module.to(self.device)
-        param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+            param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+        if self.device.type != "cpu":  # on the CPU the weights are where they run already
+            module = module.to(self.device)
         instance = LiveInstance(segment, float(width), module, param_bytes)
         self._loaded.add(instance)
         return instance
@@ -323,8 +325,10 @@ class TorchBackend:
         if handle not in self._loaded:
             raise RuntimeError(f"instance not loaded on {self.name}: {handle}")
         self._loaded.discard(handle)
-        module = handle.module.to("cpu")
-        self._offloaded.setdefault((handle.segment, handle.width), []).append(module)
+        if self.device.type != "cpu":
+            handle.module = handle.module.to("cpu")
+        pool = self._offloaded.setdefault((handle.segment, handle.width), [])
+        pool.append((handle.module, handle.param_bytes))
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
