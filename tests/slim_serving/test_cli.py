@@ -8,16 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.slim.routers.ppo import StateEncoder, new_policy, save_router
+from hetsched.slim.serving.loadgen import wait_ready
 
 runner = CliRunner()
 TOKEN = "cli-token"
@@ -36,20 +35,6 @@ def ppo_checkpoint(tmp_path: Path) -> Path:
     path = tmp_path / "ppo-2servers.pt"
     save_router(path, new_policy(encoder), encoder, (64, 64))
     return path
-
-
-def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 150.0) -> None:
-    deadline_s = time.monotonic() + timeout_s
-    while time.monotonic() < deadline_s:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early:\n{process.stdout.read()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    raise AssertionError("serve did not become ready")
 
 
 def test_serve_then_loadgen_reports_throughput_latency_and_energy(
@@ -78,7 +63,7 @@ def test_serve_then_loadgen_reports_throughput_latency_and_energy(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        wait_ready(url, is_alive=lambda: process.poll() is None)
         report_path = tmp_path / "report.json"
         result = runner.invoke(
             typer_app,

@@ -21,8 +21,9 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     device: str = "cpu"
     """Torch device inside the actor: ``cpu`` or ``cuda`` (Ray assigns the GPU)."""
     spec: str | None = None
-    """Device spec (``hetsched.core.devices`` name or profile JSON) for the power model;
-    default: ``cpu`` for CPU servers, ``h100`` for GPU servers."""
+    """Device spec (``hetsched.core.devices`` name or profile JSON) for the power model and
+    the executor's memory cap; default: the built-in spec the live backend matches to the
+    device (``cpu``, or the GPU's datasheet entry)."""
     num_cpus: float = Field(1.0, ge=0)
     """Ray CPUs the actor reserves."""
 
@@ -93,12 +94,16 @@ def default_servers(gpu_count: int) -> tuple[ServerConfig, ...]:
 
 
 def load_serve_config(path: str | Path) -> ServeConfig:
-    """Reads and validates ``cluster.yaml``; a relative checkpoint is relative to the file.
+    """Reads and validates ``cluster.yaml``; relative model and router paths are relative to it.
 
     Raises:
         ConfigError: For a missing file, bad YAML or a bad field (named).
     """
     config = load_config(path, ServeConfig)
+    folder = Path(path).parent
     if not config.checkpoint.is_absolute():
-        config.checkpoint = Path(path).parent / config.checkpoint
+        config.checkpoint = folder / config.checkpoint
+    router = Path(config.router)
+    if router.suffix == ".pt" and not router.is_absolute():
+        config.router = str(folder / router)
     return config

@@ -62,7 +62,9 @@ class LoadgenConfig:
     seed: int = 0
     timeout_s: float = 60.0
     """Client timeout per request (a request past it counts as an error)."""
-    max_connections: int = 256
+    max_connections: int = 4096
+    """Open connections at most; keep it above the server's admission limit, or the client
+    queues requests itself and hides the server's overload (and its 429s)."""
 
 
 @dataclass
@@ -116,6 +118,28 @@ def scrape_energy(text: str) -> tuple[float, float, str]:
     sources = ",".join(sorted({source for _, source, _ in matches})) or "none"
     served = _SERVED.search(text)
     return energy_j, float(served.group(1)) if served else 0.0, sources
+
+
+def wait_ready(url: str, timeout_s: float = 180.0, is_alive=lambda: True) -> None:
+    """Blocks until ``url``'s ``/readyz`` answers 200 (servers started, models loaded).
+
+    Args:
+        is_alive: Returns False once waiting is pointless (e.g. the server process exited).
+
+    Raises:
+        TimeoutError: If the server is not ready within ``timeout_s`` or stopped being alive.
+    """
+    import httpx
+
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s and is_alive():
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"{url} did not become ready")
 
 
 async def run_load(config: LoadgenConfig) -> LoadReport:

@@ -12,10 +12,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
 from hetsched.core.events import WallClock
 from hetsched.slim.checkpoint import load_checkpoint
 from hetsched.slim.data import load_dataset
+from hetsched.slim.executor import ExecutorConfig
 from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter
 from hetsched.slim.serving.admission import AdmissionController
@@ -92,6 +94,7 @@ class ServingRuntime:
 
         Raises:
             DataError: For an unreadable model checkpoint.
+            ConfigError: For bad executor knobs or a router that does not fit the servers.
             ServerStartError: If a server actor cannot start.
         """
         import ray
@@ -102,6 +105,8 @@ class ServingRuntime:
         config = self.config
         checkpoint = load_checkpoint(config.checkpoint)
         self.input_spec = input_spec(checkpoint)
+        executor = {"widths": config.widths, **config.executor}
+        validate_config(executor, ExecutorConfig, "executor")  # fail here, not in every actor
         if not ray.is_initialized():
             ray.init(
                 address=self.address,
@@ -112,7 +117,6 @@ class ServingRuntime:
             self._owns_ray = True
         servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
         router = build_router(config, len(servers))
-        executor = {"widths": config.widths, **config.executor}
         self.pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
         await self.pool.start()
         self.metrics.watch_servers(self.pool.snapshots)
