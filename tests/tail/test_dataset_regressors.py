@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import DataError
-from hetsched.tail.dataset import load_csv, log_window_smooth, smooth_target
+from hetsched.tail.dataset import (
+    load_csv,
+    log_window_smooth,
+    repeat_spread,
+    smooth_target,
+    with_arrival_features,
+    write_dataset_csv,
+)
 from hetsched.tail.regressors import (
     ModelRepository,
     compare_regressors,
@@ -78,3 +85,47 @@ def test_table_iii_and_repository(tmp_path, rows):
     assert rmsle(np.array([r["p90_s"] for r in rows[:5]]) * 1e3, pred * 1e3) < 0.3
     with pytest.raises(DataError, match="empty"):
         ModelRepository(tmp_path / "empty").load()
+
+
+def test_arrival_features_swap_in_and_must_exist():
+    row = {"cpu_eff": 1.5, "freq_eff_ghz": 2.0, "cpu_eff_arrival": "0.5", "freq_eff_arrival_ghz": 1}
+    (swapped,) = with_arrival_features([row])
+    assert (swapped["cpu_eff"], swapped["freq_eff_ghz"]) == (0.5, 1.0)
+    with pytest.raises(DataError, match="arrival"):
+        with_arrival_features([{"cpu_eff": 1.0, "freq_eff_ghz": 2.0}])
+
+
+def _cell(model: str, duty: str, log1p_ms: float) -> dict:
+    return {
+        "model": model,
+        "node": "n",
+        "torch_threads": "1",
+        "contention_duty": duty,
+        "p90_s": math.expm1(log1p_ms) / 1e3,
+    }
+
+
+def test_repeat_spread_pools_within_cell_deviations():
+    rows = [
+        _cell("a", "0", 1.0),
+        _cell("a", "0", 3.0),  # cell mean 2: squares 2, one degree of freedom
+        _cell("a", "0.4", 2.0),
+        _cell("a", "0.4", 2.0),  # squares 0, one degree of freedom
+        _cell("b", "0", 5.0),  # single: not a repeat, ignored
+    ]
+    spread = repeat_spread(rows)
+    assert (spread["cells"], spread["rows"]) == (2, 4)
+    assert spread["rmsle_floor"] == pytest.approx(1.0)  # sqrt(2 / 2)
+    ratio_a = math.expm1(3.0) / math.expm1(1.0)
+    assert spread["median_max_over_min"] == pytest.approx((ratio_a + 1.0) / 2)
+    with pytest.raises(DataError, match="repeats"):
+        repeat_spread(rows[-1:])
+    with pytest.raises(DataError, match="cell column"):
+        repeat_spread([{"model": "a", "p90_s": 1.0}])
+
+
+def test_dataset_csv_keeps_cell_columns(tmp_path, rows):
+    cells = [{**r, "torch_threads": 1, "contention_duty": 0.4} for r in rows[:4]]
+    write_dataset_csv(cells, tmp_path / "d.csv")
+    loaded = load_csv(tmp_path / "d.csv")
+    assert loaded[0]["contention_duty"] == "0.4" and "u_freq" not in loaded[0]

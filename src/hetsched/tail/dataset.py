@@ -2,18 +2,29 @@
 
 The regressor's inputs (eq. 14) are model size, FLOPs and the node's available capacity (eq. 8);
 the target is P90 latency in seconds. Optional smoothing is the log-window mean of eq. 15.
+
+The harness records eq. 8 twice: during the run (columns ``cpu_eff`` / ``freq_eff_ghz``, the
+default inputs, as the paper's Prometheus samples beside the running pod) and at arrival
+(``*_arrival``, before the pod starts). :func:`with_arrival_features` swaps the latter in, so the
+two can be compared on the same points. :func:`repeat_spread` measures how far repeats of one
+cell disagree, which bounds the RMSLE any regressor on these features can reach.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import statistics
 from pathlib import Path
 
 from hetsched.core.errors import DataError
 
 FEATURES = ("size_mb", "flops", "cpu_eff", "freq_eff_ghz")
 TARGET = "p90_s"
+# Eq. 8 inputs sampled before the pod started, by the feature they stand in for.
+ARRIVAL_FEATURES = {"cpu_eff": "cpu_eff_arrival", "freq_eff_ghz": "freq_eff_arrival_ghz"}
+# A measurement cell: what the harness was asked to run; repeats of it share these values.
+CELL_KEYS = ("model", "node", "torch_threads", "contention_duty")
 
 
 def log_window_smooth(values: list[float], window: int) -> list[float]:
@@ -41,6 +52,50 @@ def smooth_target(rows: list[dict], window: int) -> list[dict]:
         smoothed = log_window_smooth([r[TARGET] for r in group], window)
         out += [{**r, TARGET: math.expm1(m)} for r, m in zip(group, smoothed, strict=True)]
     return sorted(out, key=lambda r: r["timestamp_s"])
+
+
+def with_arrival_features(rows: list[dict]) -> list[dict]:
+    """Rows whose eq. 8 inputs are the arrival samples instead of the during-run ones."""
+    missing = {c for c in ARRIVAL_FEATURES.values() for r in rows if c not in r}
+    if missing:
+        raise DataError(f"no arrival features in these rows (missing {sorted(missing)})")
+    return [{**r, **{f: float(r[c]) for f, c in ARRIVAL_FEATURES.items()}} for r in rows]
+
+
+def repeat_spread(rows: list[dict], keys: tuple[str, ...] = CELL_KEYS) -> dict:
+    """Disagreement of repeated measurements of one cell, in the units of Table III's RMSLE.
+
+    Within each cell of two or more rows, the deviations of log1p(P90 in ms) from the cell mean are
+    pooled (ddof 1 per cell). The result estimates the RMSLE that even a regressor knowing each
+    cell's true mean P90 would have on a fresh repeat: Table III cannot be expected to go below it
+    unless the features explain the repeat-to-repeat differences.
+
+    Returns:
+        cells, rows, ``rmsle_floor`` (pooled standard deviation) and ``median_max_over_min`` (the
+        median over cells of the largest over the smallest repeat's P90).
+    """
+    cells: dict[tuple, list[float]] = {}
+    for row in rows:
+        try:
+            key = tuple(str(row[k]) for k in keys)
+        except KeyError as error:
+            raise DataError(f"rows lack the cell column {error}") from None
+        cells.setdefault(key, []).append(float(row[TARGET]) * 1e3)
+    repeated = [v for v in cells.values() if len(v) >= 2]
+    if not repeated:
+        raise DataError("no cell was measured more than once: use --repeats >= 2")
+    squares, dof = 0.0, 0
+    for values in repeated:
+        logs = [math.log1p(v) for v in values]
+        mean = sum(logs) / len(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+    return {
+        "cells": len(repeated),
+        "rows": sum(len(v) for v in repeated),
+        "rmsle_floor": math.sqrt(squares / dof),
+        "median_max_over_min": statistics.median(max(v) / min(v) for v in repeated),
+    }
 
 
 def load_csv(path: str | Path) -> list[dict]:
@@ -113,8 +168,10 @@ def from_prometheus(
 
 
 def write_dataset_csv(rows: list[dict], path: str | Path) -> None:
-    """Writes the dataset with columns timestamp_s, model, node, features..., target."""
-    columns = ["timestamp_s", "model", "node", *FEATURES, TARGET]
+    """Writes the dataset: timestamp_s, model, node, the cell columns every row has (so the repeat
+    spread can still be computed from it), features..., target."""
+    cell = [k for k in CELL_KEYS if k not in ("model", "node") and all(k in r for r in rows)]
+    columns = ["timestamp_s", "model", "node", *cell, *FEATURES, TARGET]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
