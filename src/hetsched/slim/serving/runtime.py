@@ -131,7 +131,8 @@ class ServingRuntime:
             max_attempts=config.admission.max_attempts,
         )
         self.front.start()
-        LOG.info("serving %s on %s with router %s", config.checkpoint, servers, config.router)
+        names = ", ".join(f"{server.name} ({server.device})" for server in servers)
+        LOG.info("servers up: %s; router %s", names, config.router)
 
     async def stop(self) -> None:
         """Answers what is queued (503), ends the actors, and the Ray session if it started it."""
