@@ -188,3 +188,31 @@ def test_queued_image_past_its_deadline_gets_504():
     results = run(scenario())
     assert all(isinstance(r, RequestError) and r.status == 504 for r in results)
     assert "deadline passed" in str(results[0])
+
+
+class IgnoresMasks:
+    """A router that always picks server 0, available or not (none of the registered ones)."""
+
+    def decide(self, state):
+        from hetsched.slim.routers import RoutingDecision
+
+        return RoutingDecision(0, 1.0, 4)
+
+
+def test_a_router_choosing_a_dead_server_fails_the_block_but_not_the_front():
+    async def scenario():
+        pool = FakePool()
+        front = make_front(pool)
+        front.router = IgnoresMasks()
+        front.start()
+        pool.kill(0)
+        failed = await settle(front.submit([1, 2]))
+        pool.revive(0)
+        served = await settle(front.submit([3]))
+        await front.stop()
+        return failed, served
+
+    failed, served = run(scenario())
+    assert all(isinstance(r, RequestError) and r.reason == "router_error" for r in failed)
+    assert "s0, which is down" in str(failed[0])
+    assert int(np.argmax(served[0].logits)) == 3

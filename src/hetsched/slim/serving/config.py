@@ -72,7 +72,7 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
     """How often the front polls each actor's telemetry (power, utilisation, VRAM, energy)."""
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    """HTTP port; 0 picks a free one."""
+    """HTTP port (0: any free port, for tests that read it back from the server)."""
     token: str | None = None
     """Bearer token required on ``/v1/*`` and ``/metrics``; None: no authentication."""
 

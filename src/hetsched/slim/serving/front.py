@@ -295,10 +295,18 @@ class Front:
     def route_head(self) -> None:
         """One decision: the router places the head block; its images leave the FIFO."""
         decision = self.router.decide(self.state())
-        if not self.pool.is_up(decision.server):
-            raise RuntimeError(f"router {type(self.router).__name__} chose a masked server")
         count = min(decision.group_size, len(self.fifo))
         jobs = [self.fifo.popleft() for _ in range(count)]
+        if not self.pool.is_up(decision.server):  # a router that ignores ServerView.available
+            error = RequestError(
+                500,
+                f"router {type(self.router).__name__} chose server"
+                f" {self.pool.names[decision.server]}, which is down",
+                "router_error",
+            )
+            for job in jobs:
+                self._fail(job, error)
+            return
         now_s = self.clock.now_s()
         for job in jobs:
             waited_s = now_s - job.fifo_enter_s
