@@ -53,3 +53,39 @@ def test_requests_flow_through_the_live_executor_unchanged(
             torch.testing.assert_close(output, expected, rtol=1e-4, atol=1e-5)
     energy_j, source = executor.energy()
     assert energy_j > 0 and source == backend.energy_source
+
+
+def test_a_free_wider_instance_serves_a_narrower_request_at_its_own_width(
+    digits_model: SlimResNet, digits_images: torch.Tensor
+) -> None:
+    loop = RealTimeLoop()
+    backend = TorchBackend(digits_model, loop, "cpu", max_workers=2)
+    executor = GreedyExecutor(backend, loop, ExecutorConfig(idle_unload_s=60.0))
+    results: list[tuple[list[float], torch.Tensor]] = []
+
+    def run_image(image: torch.Tensor, widths: tuple[float, ...]) -> None:
+        executed: list[float] = []
+
+        def submit(segment: int, prev_width: float | None, activation) -> None:
+            def done(width: float, output: torch.Tensor) -> None:
+                executed.append(width)
+                if segment + 1 < NUM_SEGMENTS:
+                    submit(segment + 1, width, output)
+                else:
+                    results.append((executed, output))
+
+            executor.submit(segment, widths[segment], prev_width, done, payload=activation)
+
+        submit(0, None, image)
+
+    run_image(digits_images[0], (1.0,) * NUM_SEGMENTS)  # loads one full-width instance each
+    assert loop.run_until(lambda: len(results) == 1, timeout_s=30.0)
+    run_image(digits_images[1], (0.25,) * NUM_SEGMENTS)  # FINDFREEBESTFIT: the free 1.0 ones
+    assert loop.run_until(lambda: len(results) == 2, timeout_s=30.0)
+    backend.close()
+
+    executed, logits = results[1]
+    assert executed == [1.0] * NUM_SEGMENTS and executor.record.loads == NUM_SEGMENTS
+    with torch.inference_mode():
+        expected = digits_model(digits_images[1:2], executed)[0]
+    torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-5)
