@@ -57,6 +57,7 @@ class CpuUtilization:
         self._cores = self._psutil.cpu_count() or 1
         self._process = self._psutil.Process() if scope == "process" else None
         self._last = self._sample()
+        self._last_s = time.monotonic()
         self._last_pct: float | None = None
 
     def _sample(self) -> tuple[float, float]:
@@ -70,12 +71,16 @@ class CpuUtilization:
         return total - idle, total
 
     def utilization_pct(self) -> float | None:
-        """Mean busy share in percent since the previous read."""
+        """Mean busy share in percent since the previous read (the previous value within
+        :data:`MIN_INTERVAL_S` of it; None before a first interval has passed)."""
+        now_s = time.monotonic()
+        if now_s - self._last_s < MIN_INTERVAL_S:
+            return self._last_pct
         busy, total = self._sample()
         d_busy, d_total = busy - self._last[0], total - self._last[1]
-        if d_total < MIN_INTERVAL_S * self._cores:
+        if d_total <= 0:  # no clock tick counted yet
             return self._last_pct
-        self._last = (busy, total)
+        self._last, self._last_s = (busy, total), now_s
         self._last_pct = min(100.0, max(0.0, 100.0 * d_busy / d_total))
         return self._last_pct
 
