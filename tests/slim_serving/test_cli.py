@@ -85,6 +85,7 @@ def test_serve_then_loadgen_reports_throughput_latency_and_energy(
         output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output
     assert f"serving {digits_checkpoint}" in output
+    assert f"servers up: cpu0 (cpu), cpu1 (cpu); router {ppo_checkpoint}" in output
 
 
 def test_loadgen_needs_exactly_one_of_rate_and_concurrency():

@@ -32,7 +32,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def ray_session(tmp_path_factory: pytest.TempPathFactory):
-    os.environ["RAY_AUTH_MODE"] = "disabled"
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only test session (LOCAL-SERVICES.md)
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -41,6 +42,10 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory):
     )
     yield
     ray.shutdown()
+    if previous is None:
+        del os.environ["RAY_AUTH_MODE"]
+    else:
+        os.environ["RAY_AUTH_MODE"] = previous
 
 
 @pytest.fixture(scope="module")

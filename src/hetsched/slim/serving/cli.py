@@ -46,7 +46,7 @@ def serve_command(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     runtime = ServingRuntime(serve_config, address=address, num_cpus=num_cpus)
-    Console(stderr=True).print(
+    Console(stderr=True, soft_wrap=True).print(
         f"serving {serve_config.checkpoint} on http://{serve_config.host}:{serve_config.port}"
         f" (router {serve_config.router}, Ray {'at ' + address if address else 'local'})",
         highlight=False,
