@@ -33,7 +33,7 @@ Interpretation of the knobs, where the paper leaves room:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -94,10 +94,16 @@ class _Instance:
     """A loaded instance i_s(seg, w, device, busy, t_last) of Algorithm 1's state; it is busy
     exactly while it is out of its free list (``pool``)."""
 
-    __slots__ = ("handle", "pool", "segment", "t_last_s", "width")
+    __slots__ = ("batch", "end_batch", "handle", "pool", "segment", "t_last_s", "width")
 
     def __init__(
-        self, segment: int, width: float, handle: Any, now_s: float, pool: list[_Instance]
+        self,
+        segment: int,
+        width: float,
+        handle: Any,
+        now_s: float,
+        pool: list[_Instance],
+        end_batch: Callable[[_Instance, Sequence[Any]], None],
     ) -> None:
         self.segment = segment
         self.width = width
@@ -105,12 +111,56 @@ class _Instance:
         self.t_last_s = now_s
         self.pool = pool
         """The free list of its (segment, width), where it goes back when its batch ends."""
+        self.batch: tuple[list[float], list[Callable[..., None]], list[Any]] = ([], [], [])
+        """The running batch's enqueue times, ``done`` callbacks and payloads."""
+        self.end_batch = partial(end_batch, self)
+        """The backend's ``done`` for its batches (one per instance, not one per batch)."""
 
 
-# A queued request q(seg, w_req, t_enq, w_prev): its key is the queue it sits in; the tuple holds
-# (sequence number, t_enq, done, payload). Tuples keep the simulated path allocation-light.
-_Request = tuple[int, float, Callable[..., None], Any]
-_Key = tuple[int, float, float]
+class _KeyQueue:
+    """The FIFO of one key (seg, w_req, w_prev): its waiting requests q(seg, w_req, t_enq, w_prev).
+
+    A request is held as one entry in each of three deques (enqueue time, ``done``, payload), not
+    as one tuple: under overload hundreds of thousands wait, and a tuple holding a callback is an
+    object the garbage collector walks on every full collection (it halved the simulator's speed).
+    """
+
+    __slots__ = (
+        "departed",
+        "dones",
+        "enqueued_s",
+        "fitting",
+        "payloads",
+        "pool_key",
+        "segment_key",
+    )
+
+    def __init__(self, segment_key: SegmentKey, fitting: tuple[list[_Instance], ...]) -> None:
+        self.segment_key = segment_key
+        self.pool_key = (segment_key.segment, segment_key.width)
+        self.fitting = fitting
+        """FINDFREEBESTFIT's candidates: free lists of widths >= w_req, smallest first."""
+        self.enqueued_s: deque[float] = deque()
+        self.dones: deque[Callable[..., None]] = deque()
+        self.payloads: deque[Any] = deque()
+        self.departed = 0
+        """Requests of this key that left in a batch while their places in the global FIFO order
+        are still there (they are skipped when they reach its head)."""
+
+    def take(self, count: int) -> tuple[list[float], list[Callable[..., None]], list[Any]]:
+        """Removes the ``count`` oldest requests (line 4) as (enqueue times, dones, payloads)."""
+        enqueued_s, dones, payloads = self.enqueued_s, self.dones, self.payloads
+        if count == len(dones):  # all of them: the usual case below saturation
+            taken = list(enqueued_s), list(dones), list(payloads)
+            enqueued_s.clear()
+            dones.clear()
+            payloads.clear()
+            return taken
+        return (
+            [enqueued_s.popleft() for _ in range(count)],
+            [dones.popleft() for _ in range(count)],
+            [payloads.popleft() for _ in range(count)],
+        )
 
 
 class GreedyExecutor:
@@ -146,18 +196,15 @@ class GreedyExecutor:
         self.record = ExecutorTelemetry(config.sample_interval_s)
         """Counters, durations and the sampled series (:mod:`hetsched.slim.telemetry`)."""
         self._max_batch = config.max_batch
+        self._scale_queue_threshold = config.scale_queue_threshold
         self._widths = frozenset(config.widths)
-        self._queues: dict[_Key, deque[_Request]] = {}
-        self._order: deque[tuple[int, _Key]] = deque()
-        self._keys: dict[_Key, SegmentKey] = {}
-        self._sequence = 0
+        self._queues: dict[tuple[int, float, float], _KeyQueue] = {}
+        self._order: deque[_KeyQueue] = deque()
+        """The FIFO's arrival order: the key queue of each waiting request, oldest first."""
         self._queued = 0
         self._queued_by_segment: list[int] = []
         self._free: dict[tuple[int, float], list[_Instance]] = {}
-        # FINDFREEBESTFIT's candidate pools per (segment, w_req): free lists of widths >= w_req,
-        # smallest first.
-        self._fitting: dict[tuple[int, float], tuple[list[_Instance], ...]] = {}
-        self._blocked_key: _Key | None = None
+        self._blocked: _KeyQueue | None = None
         self._loaded: dict[tuple[int, float], int] = {}
         self._instances_loaded = 0
         self._running = 0
@@ -188,18 +235,19 @@ class GreedyExecutor:
         if queue is None:
             queue = self._new_queue(key)
         now_s = self.clock.now_s()
-        self._sequence += 1
-        queue.append((self._sequence, now_s, done, payload))
-        self._order.append((self._sequence, key))
+        queue.enqueued_s.append(now_s)
+        queue.dones.append(done)
+        queue.payloads.append(payload)
+        self._order.append(queue)
         self._queued += 1
         self._queued_by_segment[segment] += 1
         self.record.submitted += 1
         # While the head is blocked (line 9) only two things can unblock it: a change on the
         # device (batch end, unload: they run the loop anyway) or the head key's queue reaching
         # Q_th (the scale trigger). Any other arrival would find the same head blocked again.
-        blocked_key = self._blocked_key
-        if blocked_key is None or (
-            key == blocked_key and len(queue) == self.config.scale_queue_threshold
+        blocked = self._blocked
+        if blocked is None or (
+            queue is blocked and len(queue.dones) == self._scale_queue_threshold
         ):
             self._dispatch(now_s)
 
@@ -245,53 +293,57 @@ class GreedyExecutor:
 
     def _dispatch(self, now_s: float) -> None:
         """LOOP (lines 1-10), run to the first head that cannot run."""
-        order, queues = self._order, self._queues
-        self._blocked_key = None
+        order = self._order
+        self._blocked = None
         while order:
-            sequence, key = order[0]  # line 3: peek the head key
-            queue = queues[key]
-            if not queue or queue[0][0] != sequence:  # already left in an earlier batch
+            queue = order[0]  # line 3: peek the head key
+            if queue.departed:  # that request already left in an earlier batch of its key
+                queue.departed -= 1
                 order.popleft()
                 continue
-            instance = self._find_free_best_fit(key[0], key[1])  # line 5
+            instance = self._find_free_best_fit(queue)  # line 5
             if instance is None:  # line 6
-                instance = self._scale_up(key[0], key[1], len(queue), now_s)  # line 7
+                instance = self._scale_up(queue, now_s)  # line 7
                 if instance is None:  # line 8
-                    self._blocked_key = key
+                    self._blocked = queue
                     self._wait_blocked()  # line 9: the batch stays at the front of Q
                     break
-            self._run_batch(instance, key, queue, now_s)  # lines 4 and 10
+            size = self._run_batch(instance, queue, now_s)  # lines 4 and 10
+            order.popleft()  # the head request left with its batch, and so did size - 1 more
+            queue.departed += size - 1
         if now_s >= self.record.next_sample_s:
             self.record.sample(now_s, self)
 
-    def _find_free_best_fit(self, segment: int, width: float) -> _Instance | None:
-        """FINDFREEBESTFIT (lines 11-12): free instance of ``segment``, smallest width >= w."""
-        for instances in self._fitting[(segment, width)]:
+    @staticmethod
+    def _find_free_best_fit(queue: _KeyQueue) -> _Instance | None:
+        """FINDFREEBESTFIT (lines 11-12): free instance of the segment, smallest width >= w."""
+        for instances in queue.fitting:
             if instances:
                 return instances.pop()
         return None
 
-    def _scale_up(
-        self, segment: int, width: float, queue_length: int, now_s: float
-    ) -> _Instance | None:
+    def _scale_up(self, queue: _KeyQueue, now_s: float) -> _Instance | None:
         """Loads instances of (segment, width) for the head (lines 6-7; see the module doc).
 
         Returns one instance for the head's batch; further ones go to the free pool, where the
         next heads find them.
         """
-        if self._loaded[(segment, width)] == 0:
+        pool_key = queue.pool_key
+        if self._loaded[pool_key] == 0:
             wanted = 1
-        elif queue_length >= self.config.scale_queue_threshold:
+        elif len(queue.dones) >= self._scale_queue_threshold:
             wanted = self.config.scale_max_new
         else:
             return None
+        segment, width = pool_key
         first = None
         for _ in range(wanted):
             if not self._can_load(segment, width):
                 break
-            pool = self._free[(segment, width)]
-            instance = _Instance(segment, width, self.backend.load(segment, width), now_s, pool)
-            self._loaded[(segment, width)] += 1
+            pool = self._free[pool_key]
+            handle = self.backend.load(segment, width)
+            instance = _Instance(segment, width, handle, now_s, pool, self._batch_done)
+            self._loaded[pool_key] += 1
             self._instances_loaded += 1
             self.record.loads += 1
             if first is None:
@@ -308,43 +360,44 @@ class GreedyExecutor:
         utilization = self.backend.utilization_pct()  # line 17
         return utilization is None or utilization < self.config.util_block_pct  # line 18
 
-    def _run_batch(
-        self, instance: _Instance, key: _Key, queue: deque[_Request], now_s: float
-    ) -> None:
-        """Takes up to B_max head-key requests (line 4) and runs them on ``instance`` (line 10)."""
-        size = min(self._max_batch, len(queue))
-        batch = [queue.popleft() for _ in range(size)]
+    def _run_batch(self, instance: _Instance, queue: _KeyQueue, now_s: float) -> int:
+        """Takes up to B_max head-key requests (line 4) and runs them on ``instance`` (line 10).
+
+        Returns:
+            The batch size.
+        """
+        size = len(queue.dones)
+        if size > self._max_batch:
+            size = self._max_batch
+        instance.batch = enqueued_s, _, payloads = queue.take(size)
         self._queued -= size
-        self._queued_by_segment[key[0]] -= size
+        self._queued_by_segment[instance.segment] -= size
         self._running += 1  # line 10: inst.busy <- true (it is out of its free list)
-        self.record.queue_durations_s.extend([now_s - request[1] for request in batch])
-        self.backend.run_batch(
-            instance.handle,
-            self._keys[key],
-            [request[3] for request in batch],
-            partial(self._batch_done, instance, batch),
-        )
+        self.record.queue_durations_s.extend([now_s - t_enq_s for t_enq_s in enqueued_s])
+        self.backend.run_batch(instance.handle, queue.segment_key, payloads, instance.end_batch)
         vram_bytes = self.backend.vram_used_bytes()
         if vram_bytes > self.record.peak_vram_bytes:
             self.record.peak_vram_bytes = vram_bytes
+        return size
 
-    def _batch_done(self, instance: _Instance, batch: list[_Request], outputs: Any) -> None:
+    def _batch_done(self, instance: _Instance, outputs: Sequence[Any]) -> None:
         now_s = self.clock.now_s()
         instance.t_last_s = now_s  # line 10: update inst.t_last
         instance.pool.append(instance)
         self._running -= 1
+        enqueued_s, dones, payloads = instance.batch
         telemetry = self.record
         telemetry.batches += 1
-        telemetry.completed += len(batch)
-        telemetry.request_durations_s.extend([now_s - request[1] for request in batch])
+        telemetry.completed += len(dones)
+        telemetry.request_durations_s.extend([now_s - t_enq_s for t_enq_s in enqueued_s])
         if self._unload_at_s is None:
             self._arm_unloader(now_s + self.config.idle_unload_s)
         width = instance.width
-        for request, output in zip(batch, outputs, strict=True):
-            if request[3] is None:
-                request[2](width)
+        for done, payload, output in zip(dones, payloads, outputs, strict=True):
+            if payload is None:
+                done(width)
             else:
-                request[2](width, output)
+                done(width, output)
         self._dispatch(now_s)
 
     def _wait_blocked(self) -> None:
@@ -388,7 +441,7 @@ class GreedyExecutor:
 
     # -- bookkeeping --------------------------------------------------------------------------
 
-    def _new_queue(self, key: _Key) -> deque[_Request]:
+    def _new_queue(self, key: tuple[int, float, float]) -> _KeyQueue:
         """First request of a key: validate it against W and M_max once, create its queue."""
         segment, width, prev_width = key
         if width not in self._widths:
@@ -404,12 +457,10 @@ class GreedyExecutor:
         for candidate in self.config.widths:
             self._free.setdefault((segment, candidate), [])
             self._loaded.setdefault((segment, candidate), 0)
-        for requested in self.config.widths:
-            self._fitting[(segment, requested)] = tuple(
-                self._free[(segment, candidate)]
-                for candidate in self.config.widths
-                if candidate >= requested
-            )
-        self._keys[key] = SegmentKey(segment, width, prev_width)
-        queue = self._queues[key] = deque()
+        fitting = tuple(
+            self._free[(segment, candidate)]
+            for candidate in self.config.widths
+            if candidate >= width
+        )
+        queue = self._queues[key] = _KeyQueue(SegmentKey(segment, width, prev_width), fitting)
         return queue

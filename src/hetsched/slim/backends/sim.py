@@ -34,7 +34,7 @@ The backend has no random source: a seeded workload gives identical results on e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from hetsched.core.devices import DeviceSpec
@@ -53,17 +53,47 @@ _BatchKey = tuple[int, float, float, int]
 
 
 class SimInstance:
-    """A loaded (segment, width) instance on a simulated device (the executor's opaque handle)."""
+    """A loaded (segment, width) instance on a simulated device (the executor's opaque handle).
 
-    __slots__ = ("param_bytes", "ready_s", "running", "segment", "width")
+    An instance runs one batch at a time, so the batch's state lives here until its end event;
+    that end event's callback is bound once per instance, not once per batch.
+    """
 
-    def __init__(self, segment: int, width: float, param_bytes: int, ready_s: float) -> None:
+    __slots__ = (
+        "activation_bytes",
+        "done",
+        "end_batch",
+        "outputs",
+        "param_bytes",
+        "ready_s",
+        "running",
+        "segment",
+        "share",
+        "width",
+    )
+
+    def __init__(
+        self,
+        segment: int,
+        width: float,
+        param_bytes: int,
+        ready_s: float,
+        end_batch: Callable[[SimInstance], None],
+    ) -> None:
         self.segment = segment
         self.width = width
         self.param_bytes = param_bytes
         self.ready_s = ready_s
         """When its weights have arrived on the device (the first batch waits for it)."""
         self.running = False
+        self.end_batch = partial(end_batch, self)
+        """The end event of its running batch."""
+        self.share = 0.0
+        """Utilisation share of the running batch."""
+        self.activation_bytes = 0
+        """Activation bytes of the running batch."""
+        self.outputs: Sequence[object] = ()
+        self.done: BatchDone | None = None
 
 
 class SimulatedBackend:
@@ -75,7 +105,7 @@ class SimulatedBackend:
     Args:
         spec: The device (datasheet entry or measured profile).
         costs: FLOPs and bytes of every (segment, width, previous width).
-        loop: The simulated clock (anything with ``now_s`` and ``schedule_in``).
+        loop: The simulated clock (anything with ``now_s`` and ``schedule``).
         name: Name in telemetry (default: the device's).
     """
 
@@ -97,6 +127,8 @@ class SimulatedBackend:
         self._activation_bytes = 0
         self._load = 0.0
         self._running = 0
+        self._power_load = 0.0
+        """The load ``_power_w`` was computed for (power is computed when read, see below)."""
         self._power_w = spec.idle_power_w
         self._energy_j = 0.0
         self._energy_since_s = loop.now_s()
@@ -118,22 +150,31 @@ class SimulatedBackend:
 
     def utilization_pct(self) -> float:
         """Compute utilisation now: the running batches' shares, at most 100 %."""
-        return 100.0 * min(self._load, 1.0)
+        return 100.0 * (self._load if self._load < 1.0 else 1.0)
 
     def power_w(self) -> float:
-        """Power draw now."""
+        """Power draw now: linear up to the knee, then steeply up to the board limit."""
+        load = self._load
+        if load != self._power_load:
+            used = load if load < 1.0 else 1.0
+            excess = (used - self._knee) / (1.0 - self._knee)
+            if excess < 0.0:
+                excess = 0.0
+            level = POWER_LINEAR_SHARE * used + (1.0 - POWER_LINEAR_SHARE) * excess * excess
+            self._power_w = self.spec.idle_power_w + self._power_range_w * level
+            self._power_load = load
         return self._power_w
 
     def energy_j(self) -> float:
         """Energy since creation: the exact integral of the piecewise-constant power."""
-        return self._energy_j + self._power_w * (self.loop.now_s() - self._energy_since_s)
+        return self._energy_j + self.power_w() * (self.loop.now_s() - self._energy_since_s)
 
     def load(self, segment: int, width: float) -> SimInstance:
         """Books the instance's weights; they are usable once copied to the device."""
         param_bytes = self.instance_bytes(segment, width)
         self._instance_bytes += param_bytes
         copy_s = param_bytes / self.spec.host_to_device_bytes_per_s
-        return SimInstance(segment, width, param_bytes, self.loop.now_s() + copy_s)
+        return SimInstance(segment, width, param_bytes, self.loop.now_s() + copy_s, self._end_batch)
 
     def unload(self, handle: SimInstance) -> None:
         """Frees the instance's weights.
@@ -168,21 +209,23 @@ class SimulatedBackend:
         if load <= self._knee:
             slowdown = 1.0 + LINEAR_INTERFERENCE * load
         else:
-            used = min(load, 1.0)
+            used = load if load < 1.0 else 1.0
             excess = (used - self._knee) / (1.0 - self._knee)
             slowdown = (
                 (1.0 + LINEAR_INTERFERENCE * used)
                 * (1.0 + KNEE_SLOWDOWN * excess * excess)
-                * max(1.0, load)
+                * (load if load > 1.0 else 1.0)
             )
         start_s = handle.ready_s if handle.ready_s > now_s else now_s
         duration_s = start_s - now_s + fixed_s + compute_s * slowdown
         handle.running = True
+        handle.share = share
+        handle.activation_bytes = activation_bytes
+        handle.outputs = inputs
+        handle.done = done
         self._running += 1
         self._activation_bytes += activation_bytes
-        self.loop.schedule_in(
-            duration_s, partial(self._finish, handle, share, activation_bytes, inputs, done)
-        )
+        self.loop.schedule(now_s + duration_s, handle.end_batch)
 
     # -- model ------------------------------------------------------------------------------------
 
@@ -196,28 +239,23 @@ class SimulatedBackend:
         fixed_s = self.spec.launch_overhead_s + memory_s
         return compute_s, fixed_s, compute_s / (compute_s + fixed_s), activation_bytes
 
-    def _finish(
-        self,
-        handle: SimInstance,
-        share: float,
-        activation_bytes: int,
-        outputs: Sequence[object],
-        done: BatchDone,
-    ) -> None:
+    def _end_batch(self, handle: SimInstance) -> None:
         """A batch's end event: release its share and activations, then tell the executor."""
         handle.running = False
         self._running -= 1
-        self._activation_bytes -= activation_bytes
+        self._activation_bytes -= handle.activation_bytes
         # Rounding must not leave a phantom load behind once the device is empty.
-        self._set_load(self.loop.now_s(), self._load - share if self._running else 0.0)
-        done(outputs)
+        self._set_load(self.loop.now_s(), self._load - handle.share if self._running else 0.0)
+        handle.done(handle.outputs)
 
     def _set_load(self, now_s: float, load: float) -> None:
-        """Integrates energy up to now at the old power, then sets the new load and power."""
-        self._energy_j += self._power_w * (now_s - self._energy_since_s)
-        self._energy_since_s = now_s
+        """Integrates energy up to now at the old load's power, then sets the new load.
+
+        Power is computed when energy or a reader needs it, not at every change: a batch's end
+        and the next batch's start usually fall at the same instant, and the power between them
+        lasts 0 s (skipping ``energy += power x 0`` changes no result).
+        """
+        if now_s != self._energy_since_s:
+            self._energy_j += self.power_w() * (now_s - self._energy_since_s)
+            self._energy_since_s = now_s
         self._load = load
-        used = min(load, 1.0)
-        excess = max(0.0, (used - self._knee) / (1.0 - self._knee))
-        level = POWER_LINEAR_SHARE * used + (1.0 - POWER_LINEAR_SHARE) * excess * excess
-        self._power_w = self.spec.idle_power_w + self._power_range_w * level
