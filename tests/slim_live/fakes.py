@@ -44,9 +44,6 @@ class FakePynvml:
     def nvmlDeviceGetUtilizationRates(self, handle: object) -> SimpleNamespace:  # noqa: N802
         return SimpleNamespace(gpu=37, memory=12)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: object) -> SimpleNamespace:  # noqa: N802
-        return SimpleNamespace(used=3 * 2**30, total=16 * 2**30, free=13 * 2**30)
-
 
 def rapl_tree(root: Path, packages: dict[int, tuple[int, int]]) -> Path:
     """A powercap folder with package zones ``{index: (energy_uj, max_energy_range_uj)}`` and a

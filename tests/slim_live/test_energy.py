@@ -57,11 +57,9 @@ def test_nvml_maps_cuda_visible_devices(fake_nvml: FakePynvml, monkeypatch) -> N
         NvmlUtilization(2)
 
 
-def test_nvml_readers(fake_nvml: FakePynvml) -> None:
+def test_nvml_utilization(fake_nvml: FakePynvml) -> None:
     reader = NvmlUtilization(0)
-    assert reader.utilization_pct() == 37.0
-    assert reader.memory_used_bytes() == 3 * 2**30
-    assert reader.memory_total_bytes() == 16 * 2**30
+    assert reader.utilization_pct() == 37.0 and reader.source == "nvml"
 
 
 def test_best_meter_prefers_nvml_on_cuda_and_falls_back_with_the_reason(

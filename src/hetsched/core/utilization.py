@@ -1,11 +1,12 @@
-"""Utilisation and memory readers of a live device: what CANLOAD (Algorithm 1 lines 14-18) reads.
+"""Utilisation readers of a live device: what CANLOAD (Algorithm 1 line 17) reads.
 
 * GPUs: NVML's utilisation rate (the share of the last sample period a kernel ran, the paper's
-  "GPU util") and NVML's used and total memory (whole device; the live backend reports
-  ``torch.cuda.memory_allocated`` instead, the memory of its own instances).
+  "GPU util"). Device memory is read from torch instead (``torch.cuda.memory_allocated``: the
+  memory of the backend's own instances, which is what CANLOAD weighs against M_max).
 * CPU: the busy share of the cores between two reads, from ``psutil`` (``/proc/stat`` on Linux),
-  either of the whole machine (``scope="system"``: what a utilisation block threshold should see)
-  or of this process (``scope="process"``: what ``hetsched slim profile`` attributes to a batch).
+  either of the whole machine (``scope="system"``) or of this process (``scope="process"``: what
+  the live backend's U_blk check and ``hetsched slim profile`` use, because on a shared machine
+  the other jobs' load is not the executor's to react to).
 
 Every reader has a ``source`` naming where its figures come from.
 """
@@ -94,11 +95,3 @@ class NvmlUtilization:
 
     def utilization_pct(self) -> float | None:
         return float(self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
-
-    def memory_used_bytes(self) -> int:
-        """Device memory used by every process (NVML)."""
-        return int(self._pynvml.nvmlDeviceGetMemoryInfo(self._handle).used)
-
-    def memory_total_bytes(self) -> int:
-        """The device's memory (NVML)."""
-        return int(self._pynvml.nvmlDeviceGetMemoryInfo(self._handle).total)
