@@ -33,6 +33,7 @@ class FakePool:
         """(server, up at the time) of every block sent."""
         self.error: Exception | None = None
         self.lose_payloads_once = False
+        self.lose_results_once = False
         self._running: list[set[asyncio.Future]] = [set() for _ in range(n_servers)]
 
     def is_up(self, index: int) -> bool:
@@ -67,6 +68,9 @@ class FakePool:
         return results
 
     async def fetch(self, payload):
+        if self.lose_results_once:
+            self.lose_results_once = False
+            raise PayloadLostError("result lost")
         label, segment = payload
         assert segment == 3
         logits = np.zeros(NUM_CLASSES, dtype=np.float32)

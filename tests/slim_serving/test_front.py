@@ -131,6 +131,22 @@ def test_lost_activation_restarts_the_image_from_segment_one():
     assert front.metrics.rerouted.labels("payload_lost")._value.get() >= 1
 
 
+def test_lost_result_restarts_only_its_image():
+    async def scenario():
+        pool = FakePool()
+        pool.lose_results_once = True
+        front = make_front(pool)
+        front.start()
+        results = await settle(front.submit(list(range(10))))
+        await front.stop()
+        return front, results
+
+    front, results = run(scenario())
+    assert [int(np.argmax(r.logits)) for r in results] == list(range(10))
+    assert front.metrics.rerouted.labels("payload_lost")._value.get() == 1
+    assert front.completed == 10 and front.admission.images_in_system == 0
+
+
 def test_server_error_fails_the_block_with_500():
     async def scenario():
         pool = FakePool()

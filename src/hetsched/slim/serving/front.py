@@ -101,7 +101,11 @@ class ServerPool(Protocol):
         """
 
     async def fetch(self, payload: Any) -> np.ndarray:
-        """The value behind an output handle (the logits of a finished image)."""
+        """The value behind an output handle (the logits of a finished image).
+
+        Raises:
+            PayloadLostError: The value is gone (its host died).
+        """
 
 
 @dataclass(frozen=True)
@@ -353,15 +357,11 @@ class Front:
         ]
         try:
             results = await self.pool.run_block(server, width, items)
-            await self._advance(server, jobs, results)
         except ServerFailedError as failure:
             self.metrics.server_failures.labels(self.pool.names[server]).inc()
             self._requeue(jobs, failure)
         except PayloadLostError:
-            self.metrics.rerouted.labels("payload_lost").inc(len(jobs))
-            for job in jobs:
-                job.restart()
-            self._requeue(jobs, None)
+            self._restart(jobs)
         except Exception as error:  # a server-side error that retrying would repeat
             for job in jobs:
                 self._fail(
@@ -373,9 +373,18 @@ class Front:
                         "server_error",
                     ),
                 )
+        else:
+            await self._advance(server, jobs, results)
         finally:
             self.in_flight[server] -= len(jobs)
             self._wake.set()
+
+    def _restart(self, jobs: list[_Job]) -> None:
+        """Images whose input activation is gone start again from segment 1."""
+        self.metrics.rerouted.labels("payload_lost").inc(len(jobs))
+        for job in jobs:
+            job.restart()
+        self._requeue(jobs, None)
 
     def _requeue(self, jobs: list[_Job], failure: ServerFailedError | None) -> None:
         """Puts a failed block's images back at the FIFO head, in their order."""
@@ -419,9 +428,22 @@ class Front:
                 self.fifo.append(job)
         if not finished:
             return
-        logits = await asyncio.gather(*(self.pool.fetch(job.payload) for job in finished))
+        logits = await asyncio.gather(
+            *(self.pool.fetch(job.payload) for job in finished), return_exceptions=True
+        )
         now_s = self.clock.now_s()
         for job, values in zip(finished, logits, strict=True):
+            if isinstance(values, PayloadLostError):
+                self._restart([job])
+                continue
+            if isinstance(values, BaseException):
+                self._fail(
+                    job,
+                    RequestError(
+                        500, f"fetching the result failed: {values!r}", "result_unavailable"
+                    ),
+                )
+                continue
             self._answer(
                 job,
                 ImageResult(

@@ -145,7 +145,10 @@ class RayServerPool:
         ]
 
     async def fetch(self, payload: Any) -> np.ndarray:
-        return await payload
+        try:
+            return await payload
+        except ObjectLostError as error:
+            raise PayloadLostError(str(error)) from None
 
     # -- telemetry and faults -------------------------------------------------------------------
 
