@@ -130,6 +130,9 @@ def test_cpu_utilization_of_this_process_follows_its_work() -> None:
     assert busy is not None and idle is not None
     assert busy > idle + 2  # a small margin: on a loaded shared machine the spin gets few cycles
     assert 0.0 <= idle <= 100.0 and 0.0 <= busy <= 100.0
+    eager = CpuUtilization("process", min_interval_s=0.0)  # the profile's: reads every window
+    time.sleep(0.01)
+    assert eager.utilization_pct() is not None
     system = CpuUtilization("system")
     assert system.utilization_pct() is None  # no interval yet: no reading
     time.sleep(MIN_INTERVAL_S)

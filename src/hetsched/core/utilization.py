@@ -49,11 +49,18 @@ class CpuUtilization:
     Args:
         scope: ``system`` counts every process's busy time (over all cores); ``process`` counts
             only this process's CPU time, divided by the cores' wall time.
+        min_interval_s: Reads closer than this to the previous one return its value (0 for a
+            caller that reads exactly at the ends of the windows it measures).
     """
 
-    def __init__(self, scope: Literal["system", "process"] = "system") -> None:
+    def __init__(
+        self,
+        scope: Literal["system", "process"] = "system",
+        min_interval_s: float = MIN_INTERVAL_S,
+    ) -> None:
         self._psutil = _psutil()
         self.scope = scope
+        self.min_interval_s = min_interval_s
         self.source = f"psutil-{scope}"
         self._cores = self._psutil.cpu_count() or 1
         self._process = self._psutil.Process() if scope == "process" else None
@@ -73,9 +80,9 @@ class CpuUtilization:
 
     def utilization_pct(self) -> float | None:
         """Mean busy share in percent since the previous read (the previous value within
-        :data:`MIN_INTERVAL_S` of it; None before a first interval has passed)."""
+        ``min_interval_s`` of it; None before a first interval has passed)."""
         now_s = time.monotonic()
-        if now_s - self._last_s < MIN_INTERVAL_S:
+        if now_s - self._last_s < self.min_interval_s:
             return self._last_pct
         busy, total = self._sample()
         d_busy, d_total = busy - self._last[0], total - self._last[1]

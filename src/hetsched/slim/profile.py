@@ -100,13 +100,14 @@ def _sync(device: torch.device) -> None:
 
 
 def utilization_reader(device: torch.device) -> UtilizationReader:
-    """NVML on a GPU (error if unreadable); on the CPU, this process's share of the cores."""
+    """NVML on a GPU (error if unreadable); on the CPU, this process's share of the cores,
+    read exactly at the ends of each cell's window."""
     if device.type == "cuda":
         try:
             return NvmlUtilization(device.index or 0)
         except NvmlUnavailableError as error:
             raise ConfigError(f"profiling {device} needs NVML utilisation: {error}") from None
-    return CpuUtilization("process")
+    return CpuUtilization("process", min_interval_s=0.0)
 
 
 def measure_cell(

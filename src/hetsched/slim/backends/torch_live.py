@@ -267,7 +267,7 @@ class TorchBackend:
     def _meter_utilization(self) -> UtilizationReader:
         """A reader of the power model's own (interval readers must not be shared)."""
         if isinstance(self._utilization, CpuUtilization):
-            return CpuUtilization(self._utilization.scope)
+            return CpuUtilization(self._utilization.scope, self._utilization.min_interval_s)
         return self._utilization
 
     # -- ExecutorBackend ---------------------------------------------------------------------------
