@@ -1,0 +1,67 @@
+"""The in-actor worker without Ray: executor + live backend + loop, bridged to asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from hetsched.slim.executor import ExecutorConfig
+from hetsched.slim.model import SlimResNet
+from hetsched.slim.serving.worker import SegmentWorker
+
+
+@pytest.fixture
+def model() -> SlimResNet:
+    torch.manual_seed(0)
+    return SlimResNet(num_classes=10).eval()
+
+
+@pytest.fixture
+def worker(model):
+    worker = SegmentWorker(model, "cpu", ExecutorConfig(), "w0")
+    yield worker
+    worker.close()
+
+
+def test_blocks_run_the_segments_the_whole_model_runs(worker, model):
+    images = np.random.default_rng(0).normal(size=(3, 3, 8, 8)).astype(np.float32)
+    widths = (0.5, 1.0, 0.25, 0.75)
+
+    async def four_segments():
+        items = [(0, 1.0, x) for x in images]
+        for width in widths:
+            results = await worker.run_block(width, items)
+            items = [(items[0][0] + 1, r.executed_width, r.output) for r in results]
+        return results
+
+    results = asyncio.run(four_segments())
+    with torch.inference_mode():
+        expected = model(torch.from_numpy(images), widths).numpy()
+    np.testing.assert_allclose(np.stack([r.output for r in results]), expected, atol=1e-4)
+    assert all(r.compute_s > 0 and r.queue_s >= 0 for r in results)
+    snapshot = asyncio.run(worker.snapshot())
+    assert snapshot.instance_loads == 4 and snapshot.energy_source == "power-model"
+    assert snapshot.vram_used_bytes > 0  # the loaded instances' weights
+
+
+def test_a_refused_request_fails_its_item_and_the_loop_goes_on(worker):
+    x = np.zeros((3, 8, 8), np.float32)
+    with pytest.raises(Exception, match="not in the executor's W"):
+        asyncio.run(worker.run_block(0.3, [(0, 1.0, x)]))
+    (result,) = asyncio.run(worker.run_block(1.0, [(0, 1.0, x)]))
+    assert result.output.shape == (64, 8, 8)
+
+
+def test_a_crashed_loop_is_reported(worker):
+    def fail() -> None:
+        raise ValueError("batch failed")
+
+    worker.loop.call_soon_threadsafe(fail)
+    with pytest.raises(RuntimeError, match="executor loop crashed") as caught:
+        for _ in range(100):
+            worker.check_alive()
+            asyncio.run(asyncio.sleep(0.01))
+    assert isinstance(caught.value.__cause__, ValueError)
