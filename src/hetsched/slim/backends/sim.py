@@ -127,8 +127,6 @@ class SimulatedBackend:
         self._activation_bytes = 0
         self._load = 0.0
         self._running = 0
-        self._power_load = 0.0
-        """The load ``_power_w`` was computed for (power is computed when read, see below)."""
         self._power_w = spec.idle_power_w
         self._energy_j = 0.0
         self._energy_since_s = loop.now_s()
@@ -153,21 +151,12 @@ class SimulatedBackend:
         return 100.0 * (self._load if self._load < 1.0 else 1.0)
 
     def power_w(self) -> float:
-        """Power draw now: linear up to the knee, then steeply up to the board limit."""
-        load = self._load
-        if load != self._power_load:
-            used = load if load < 1.0 else 1.0
-            excess = (used - self._knee) / (1.0 - self._knee)
-            if excess < 0.0:
-                excess = 0.0
-            level = POWER_LINEAR_SHARE * used + (1.0 - POWER_LINEAR_SHARE) * excess * excess
-            self._power_w = self.spec.idle_power_w + self._power_range_w * level
-            self._power_load = load
+        """Power draw now."""
         return self._power_w
 
     def energy_j(self) -> float:
         """Energy since creation: the exact integral of the piecewise-constant power."""
-        return self._energy_j + self.power_w() * (self.loop.now_s() - self._energy_since_s)
+        return self._energy_j + self._power_w * (self.loop.now_s() - self._energy_since_s)
 
     def load(self, segment: int, width: float) -> SimInstance:
         """Books the instance's weights; they are usable once copied to the device."""
@@ -249,13 +238,16 @@ class SimulatedBackend:
         handle.done(handle.outputs)
 
     def _set_load(self, now_s: float, load: float) -> None:
-        """Integrates energy up to now at the old load's power, then sets the new load.
+        """Integrates energy up to now at the old power, then sets the new load and power.
 
-        Power is computed when energy or a reader needs it, not at every change: a batch's end
-        and the next batch's start usually fall at the same instant, and the power between them
-        lasts 0 s (skipping ``energy += power x 0`` changes no result).
+        Twice per batch, so ``min``/``max`` are written as conditionals (no builtin calls).
         """
-        if now_s != self._energy_since_s:
-            self._energy_j += self.power_w() * (now_s - self._energy_since_s)
-            self._energy_since_s = now_s
+        self._energy_j += self._power_w * (now_s - self._energy_since_s)
+        self._energy_since_s = now_s
         self._load = load
+        used = load if load < 1.0 else 1.0
+        excess = (used - self._knee) / (1.0 - self._knee)
+        if excess < 0.0:
+            excess = 0.0
+        level = POWER_LINEAR_SHARE * used + (1.0 - POWER_LINEAR_SHARE) * excess * excess
+        self._power_w = self.spec.idle_power_w + self._power_range_w * level
