@@ -7,9 +7,10 @@ segment requests at several rates, from light load (batches of about one request
 (full batches of B_max). Wall time covers the whole simulation on one core: the arrivals
 (replayed: the loop runs up to each arrival, no event per request), the executor (Algorithm 1),
 the backend's contention model, batch-end events, telemetry and the idle unloader; generating
-the workload's arrays is excluded. Best of 3 per rate (by CPU time); requests per CPU second is
-the one-core speed, requests per wall second what a shared machine gave.
-``--profile`` prints the top functions of a cProfile run at the moderate rate.
+the workload's arrays is excluded. Best of ``--repeats`` runs per rate (by CPU time); requests
+per CPU second is the one-core speed, requests per wall second what a shared machine gave (the
+load average before and after says how shared). ``--profile`` then prints the top functions of
+a cProfile run at each rate.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def simulate(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration-s", type=float, default=5.0, help="simulated seconds per rate")
-    parser.add_argument("--profile", action="store_true", help="cProfile the 10k/s run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per rate; the best counts")
+    parser.add_argument("--profile", action="store_true", help="cProfile one run per rate")
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {platform.python_version()}")
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -66,7 +68,7 @@ def main() -> None:
         config = ExecutorConfig(arrival_rate_per_s=rate)
         workload = segment_workload(0, rate, "poisson", args.duration_s, config.widths)
         cpu_s, wall_s, executor = min(
-            (simulate(workload, config) for _ in range(3)), key=lambda run: run[0]
+            (simulate(workload, config) for _ in range(args.repeats)), key=lambda run: run[0]
         )
         record = executor.record
         series = record.series
@@ -77,14 +79,17 @@ def main() -> None:
             f"  {cpu_s:6.2f}  {wall_s:6.2f}  {len(workload) / cpu_s:>9,.0f}"
             f"  {len(workload) / wall_s:>10,.0f}"
         )
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.profile:
-        config = ExecutorConfig(arrival_rate_per_s=10_000)
-        workload = segment_workload(0, 10_000, "poisson", args.duration_s, config.widths)
-        profiler = cProfile.Profile()
-        profiler.enable()
-        simulate(workload, config)
-        profiler.disable()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+        for rate in RATES_PER_S:
+            config = ExecutorConfig(arrival_rate_per_s=rate)
+            workload = segment_workload(0, rate, "poisson", args.duration_s, config.widths)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            simulate(workload, config)
+            profiler.disable()
+            print(f"--- profile at {rate}/s ({len(workload)} requests)")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
 
 if __name__ == "__main__":

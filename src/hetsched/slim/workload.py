@@ -154,5 +154,5 @@ def replay(
         workload.prev_width.tolist(),
     )
     for at_s, segment, width, prev_width in zip(*columns, strict=True):
-        run(until_s=start_s + at_s)
+        run(start_s + at_s)  # until_s, positional: this runs once per request
         submit(segment, width, prev_width, done)
