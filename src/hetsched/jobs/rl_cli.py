@@ -88,7 +88,7 @@ def train(
     max_queue: int = typer.Option(256, help="MAX_QUEUE_SIZE: visible queue slots."),
     placement: str = typer.Option("pack", help="Placer: pack, spread or milp."),
     learning_rate: float = typer.Option(1e-3, help="Adam learning rate."),
-    gae_lambda: float = typer.Option(0.97, help="GAE lambda (1 = Monte Carlo returns)."),
+    gae_lambda: float = typer.Option(1.0, help="GAE lambda (1 = Monte Carlo returns)."),
     seed: int = typer.Option(0, help="Training seed (weights, sampling, episode starts)."),
     out: Path = typer.Option(Path("runs/jobs/train"), help="Output folder."),
 ) -> None:

@@ -2,10 +2,11 @@
 
 One trajectory = one episode of :class:`~hetsched.jobs.environment.PrioritisationEnv` (256 jobs
 from a random start of the training part). Every ``trajectories_per_update`` trajectories the
-agent is updated with the shared PPO of :mod:`hetsched.rl` (clipped surrogate, ε = 0.2; GAE;
-advantages normalised over the batch); an epoch is ``trajectories_per_epoch`` trajectories (100 in
-the paper). The reward is the episode's normalised gap to the base policy, so the mean reward of
-an epoch is the Fig. 11 curve: the agent's improvement over the base policy, in [-1, 1].
+agent is updated with the shared PPO of :mod:`hetsched.rl` (clipped surrogate, ε = 0.2; GAE with
+γ = λ = 1 by default, see ``TrainConfig.gae_lambda``; advantages normalised over the batch); an
+epoch is ``trajectories_per_epoch`` trajectories (100 in the paper). The reward is the episode's
+normalised gap to the base policy, so the mean reward of an epoch is the Fig. 11 curve: the
+agent's improvement over the base policy, in [-1, 1].
 
 Several trajectories go into each update because the reward arrives once per episode: with one
 trajectory, normalising the advantages would erase whether that episode was better or worse than
@@ -63,8 +64,12 @@ class TrainConfig(StrictModel, use_attribute_docstrings=True):
     """Minibatches per PPO epoch."""
     gamma: float = Field(1.0, ge=0, le=1)
     """Discount: 1, the reward is one episode-level score."""
-    gae_lambda: float = Field(0.97, ge=0, le=1)
-    """GAE λ."""
+    gae_lambda: float = Field(1.0, ge=0, le=1)
+    """GAE λ. 1 (Monte Carlo: every decision's advantage is the episode's reward minus V(s)) because
+    the reward arrives only at the end: with λ = 0.97 and ~150 decisions per episode the reward
+    reaches the early decisions with weight 0.97^150 ≈ 0.01 and they learn from the untrained
+    critic's noise (on synthetic Philly that agent ended 49 % worse than FIFO, the λ = 1 one 27 %
+    better)."""
     clip_coef: float = Field(0.2, gt=0)
     """PPO clip ε."""
     ent_coef: float = Field(0.01, ge=0)
