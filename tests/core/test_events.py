@@ -1,6 +1,6 @@
 import pytest
 
-from hetsched.core.events import EventLoop
+from hetsched.core.events import EventHandle, EventLoop, _Event
 
 
 def test_events_run_in_time_order_with_deterministic_ties():
@@ -59,3 +59,28 @@ def test_max_events_stops_early():
     assert loop.run(max_events=2) == 2
     assert loop.now_s() == 1.0
     assert loop.run() == 3
+
+
+def test_cancelled_events_are_skipped_by_peek_step_run_and_max_events():
+    loop = EventLoop()
+    ran = []
+    first = loop.schedule(1.0, lambda: ran.append(1))
+    loop.schedule(2.0, lambda: ran.append(2))
+    third = loop.schedule(3.0, lambda: ran.append(3))
+    loop.schedule(4.0, lambda: ran.append(4))
+    assert first.time_s == 1.0
+    first.cancel()
+    first.cancel()  # harmless twice
+    assert loop.peek_time_s() == 2.0 and loop.pending == 3
+    third.cancel()
+    assert loop.run(max_events=2) == 2  # the cancelled 3.0 is not counted
+    assert ran == [2, 4] and loop.now_s() == 4.0 and loop.events_processed == 2
+    assert not loop.step() and loop.peek_time_s() is None
+
+
+def test_the_real_time_loops_named_event_is_cancelled_by_a_handle():
+    event = _Event(1.5, 0, 7, print)
+    assert (event.time_s, event.callback, event.cancelled) == (1.5, print, False)
+    assert _Event(1.5, -1, 8, print) < event < _Event(1.5, 0, 9, print)  # time, priority, order
+    EventHandle(event).cancel()
+    assert event.cancelled and event.callback is None
