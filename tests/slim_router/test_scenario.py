@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hetsched.core.devices import DEVICES
-from hetsched.core.errors import ConfigError, DataError, HetschedError
+from hetsched.core.errors import ConfigError, DataError
 from hetsched.slim.executor import GreedyExecutor
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.scenario import (
@@ -70,8 +70,6 @@ def test_same_seed_same_run_and_bad_scenarios_rejected():
         build_cluster(scenario.model_copy(update={"servers": ("tpu",)}), 0)
     with pytest.raises(DataError, match="accuracy table not found"):
         build_cluster(scenario.model_copy(update={"accuracy_table": "x.json"}), 0)
-    with pytest.raises(HetschedError, match="live backend"):
-        build_cluster(scenario, 0, live=True)
 
 
 def test_a_measured_table_answers_workload_images_beyond_the_test_split_in_turn():

@@ -8,6 +8,12 @@ and every callback runs on the one thread that drives the loop, so the executor 
 Other threads (a backend's workers finishing a batch, a workload generator) hand work to that
 thread with :meth:`RealTimeLoop.call_soon_threadsafe`.
 
+Code written against ``EventLoop.step()`` (the Slim cluster's ``next_state``) runs here too:
+:meth:`RealTimeLoop.step` runs the next callback once it falls due. A batch on a worker thread
+is not in the heap until it hands back, so the code that starts one wraps its ``done`` with
+:meth:`RealTimeLoop.expect`; ``step`` then waits for the hand-off instead of reporting an empty
+loop.
+
 Ties are ordered as in ``EventLoop``: by time, then priority, then scheduling order (the heap holds
 ``(time_s, priority, sequence)``). An event whose time has already passed when it is scheduled
 runs as soon as the loop gets to it, in that same order; it is not an error, because wall time
@@ -42,6 +48,8 @@ class RealTimeLoop:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._expected = 0
+        """Hand-offs announced with :meth:`expect` that have not run yet."""
         self.events_processed = 0
 
     def now_s(self) -> float:
@@ -78,6 +86,45 @@ class RealTimeLoop:
     def call_soon_threadsafe(self, callback: Callable[[], None]) -> EventHandle:
         """Runs ``callback`` on the loop's thread as soon as possible (how workers hand back)."""
         return self.schedule(self.now_s(), callback)
+
+    def expect(self, callback: Callable[..., None]) -> Callable[..., None]:
+        """Announces that another thread will post ``callback`` back (e.g. a batch's ``done``).
+
+        Until the returned wrapper has run, :meth:`step` waits for it rather than return False
+        on an empty heap: the wall clock, unlike the simulated one, has work in flight that is
+        in no heap yet.
+        """
+        with self._cond:
+            self._expected += 1
+
+        def arrived(*args: object) -> None:
+            with self._cond:
+                self._expected -= 1
+            callback(*args)
+
+        return arrived
+
+    def step(self) -> bool:
+        """Runs the next callback on this thread: ``EventLoop.step`` on the wall clock.
+
+        It waits until the earliest event falls due, or until another thread posts one. It runs
+        at most one callback.
+
+        Returns:
+            False only when nothing is scheduled and no :meth:`expect`-ed hand-off is
+            outstanding (or :meth:`stop` was called); True after running a callback.
+
+        Raises:
+            RuntimeError: If the loop already runs on a background thread.
+        """
+        if self._thread is not None:
+            raise RuntimeError("the loop runs on a background thread; use stop() instead")
+        event = self._next_due(None, idle_ends=True)
+        if event is None:
+            return False
+        event.callback()
+        self.events_processed += 1
+        return True
 
     @property
     def pending(self) -> int:
@@ -156,12 +203,15 @@ class RealTimeLoop:
             event.callback()
             self.events_processed += 1
 
-    def _next_due(self, deadline_s: float | None) -> _Event | None:
-        """Waits for the earliest live event to fall due; None on stop or at the deadline."""
+    def _next_due(self, deadline_s: float | None, *, idle_ends: bool = False) -> _Event | None:
+        """Waits for the earliest live event to fall due; None on stop, at the deadline, or (with
+        ``idle_ends``) when nothing is scheduled and no expected hand-off is outstanding."""
         with self._cond:
             while not self._stopping:
                 while self._heap and self._heap[0].cancelled:
                     heapq.heappop(self._heap)
+                if idle_ends and not self._heap and self._expected == 0:
+                    return None
                 now_s = self.now_s()
                 if self._heap and self._heap[0].time_s <= now_s:
                     return heapq.heappop(self._heap)

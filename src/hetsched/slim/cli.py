@@ -12,13 +12,21 @@ app = typer.Typer(no_args_is_help=True)
 # -- router and experiment (issue 4) ---------------------------------------------------------------
 
 
-def _scenario(config: Path | None, images: int | None, accuracy_table: str | None):
+def _scenario(
+    config: Path | None,
+    images: int | None,
+    accuracy_table: str | None,
+    rate_per_s: float | None = None,
+):
     """The paper's 3-GPU scenario, optionally from a YAML file, with command-line overrides."""
     from hetsched.core.config import load_config
+    from hetsched.core.errors import ConfigError
     from hetsched.slim.scenario import ScenarioConfig
 
+    if rate_per_s is not None and rate_per_s <= 0:
+        raise ConfigError(f"--rate: expected a positive rate in images/s, got {rate_per_s:g}")
     scenario = load_config(config, ScenarioConfig) if config else ScenarioConfig()
-    updates = {"num_images": images, "accuracy_table": accuracy_table}
+    updates = {"num_images": images, "accuracy_table": accuracy_table, "rate_per_s": rate_per_s}
     return scenario.model_copy(update={k: v for k, v in updates.items() if v is not None})
 
 
@@ -31,10 +39,48 @@ def _seeds(seeds: str) -> list[int]:
         raise ConfigError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
 
 
+def _live(scenario, live: bool, checkpoint: Path | None, devices: str | None, accuracy: str | None):
+    """The scenario and the live setup of ``--live`` (None without it), checked before any work.
+
+    Live, a measured ``accuracy_table.json`` beside the checkpoint is the default prior (for
+    training too, so the router learns the model it will run).
+    """
+    from hetsched.core.errors import ConfigError
+    from hetsched.slim.live_cluster import LiveSetup, measured_table_beside
+
+    if not live:
+        if checkpoint is not None or devices is not None:
+            raise ConfigError("--checkpoint and --live-devices only apply with --live")
+        return scenario, None
+    if checkpoint is None:
+        raise ConfigError(
+            "--live needs --checkpoint CKPT: the live backend runs a trained SlimResNet"
+            " (written by `hetsched slim train`)"
+        )
+    names = None if devices is None else [d.strip() for d in devices.split(",") if d.strip()]
+    setup = LiveSetup.open(checkpoint, len(scenario.servers), scenario.widths, names)
+    beside = measured_table_beside(checkpoint)
+    if accuracy is None and scenario.accuracy_table == "paper" and beside is not None:
+        scenario = scenario.model_copy(update={"accuracy_table": str(beside)})
+    return scenario, setup
+
+
 _SCENARIO_OPT = typer.Option(None, "--scenario", help="Scenario YAML (default: the paper's).")
 _IMAGES_OPT = typer.Option(None, "--images", help="Images per workload (episode).")
 _ACCURACY_OPT = typer.Option(
     None, "--accuracy-table", help="'paper' (Tables I/II) or a measured accuracy-table JSON."
+)
+_RATE_OPT = typer.Option(
+    None, "--rate", help="Mean arrival rate in images/s (live: what the devices can serve)."
+)
+_CHECKPOINT_OPT = typer.Option(
+    None, "--checkpoint", help="With --live: the SlimResNet checkpoint the servers run."
+)
+_LIVE_DEVICES_OPT = typer.Option(
+    None,
+    "--live-devices",
+    help="With --live: comma-separated devices, one per server (cpu, cuda:N); default: one per"
+    " CUDA device, else the scenario's server count on cpu.",
 )
 
 
@@ -91,9 +137,12 @@ def evaluate_router_command(
     seeds: str = typer.Option("0,1,2", help="Comma-separated evaluation seeds."),
     out: Path = typer.Option(Path("runs/router-eval"), help="Folder for results.json."),
     live: bool = typer.Option(False, help="Use the live backend (real devices, wall clock)."),
+    checkpoint: Path | None = _CHECKPOINT_OPT,
+    live_devices: str | None = _LIVE_DEVICES_OPT,
     scenario_file: Path | None = _SCENARIO_OPT,
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
+    rate: float | None = _RATE_OPT,
 ) -> None:
     """Evaluates routers on seeded workloads and prints Table III-V style tables."""
     import json
@@ -105,9 +154,12 @@ def evaluate_router_command(
     from hetsched.slim.routers import ROUTERS
 
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_file, images, accuracy_table)
+    scenario = _scenario(scenario_file, images, accuracy_table, rate)
     seed_list = _seeds(seeds)
+    scenario, setup = _live(scenario, live, checkpoint, live_devices, accuracy_table)
     console = results_console()
+    if setup is not None:
+        console.print(setup.describe())
     results = {}
     for name in routers:
         path = Path(name)
@@ -117,10 +169,12 @@ def evaluate_router_command(
                 router = ROUTERS.create("ppo", checkpoint=path, seed=seed)
             else:
                 router = ROUTERS.create(name, seed=seed)
-            runs.append(evaluate_router(scenario, router, seed, live=live))
+            runs.append(evaluate_router(scenario, router, seed, live=setup))
         label = path.stem if path.suffix == ".pt" else name
         results[label] = aggregate(runs)
         console.print(paper_table(label, results[label], results.get("random"), len(seed_list)))
+    if setup is not None:
+        console.print(setup.energy_note())
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     console.print(f"results: {out / 'results.json'}")
@@ -135,9 +189,12 @@ def experiment_command(
     ),
     out: Path = typer.Option(Path("runs/slim-experiment"), help="Folder for JSON and plots."),
     live: bool = typer.Option(False, help="Evaluate on the live backend (devices found here)."),
+    checkpoint: Path | None = _CHECKPOINT_OPT,
+    live_devices: str | None = _LIVE_DEVICES_OPT,
     scenario_file: Path | None = _SCENARIO_OPT,
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
+    rate: float | None = _RATE_OPT,
 ) -> None:
     """The paper's experiment: random vs PPO-efficiency vs PPO-balanced, Tables III-V."""
     import torch
@@ -146,14 +203,16 @@ def experiment_command(
     from hetsched.slim.router_training import ppo_budget
 
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_file, images, accuracy_table)
+    scenario = _scenario(scenario_file, images, accuracy_table, rate)
     ppo = ppo_budget(steps)
     from hetsched.slim.routers import ROUTERS
 
     names = tuple(name.strip() for name in baselines.split(",") if name.strip())
     for name in names:
         ROUTERS.get(name)  # an unknown name fails here, before any training
-    run_experiment(scenario, _seeds(seeds), out, ppo=ppo, baselines=names, live=live)
+    seed_list = _seeds(seeds)
+    scenario, setup = _live(scenario, live, checkpoint, live_devices, accuracy_table)
+    run_experiment(scenario, seed_list, out, ppo=ppo, baselines=names, live=setup)
 
 
 # -- model: training and accuracy table (issue 2) --------------------------------------------------

@@ -16,7 +16,9 @@ The cluster is mechanism only: it never decides. It can be driven by a router
 (:meth:`SlimCluster.run`) or step by step (:meth:`SlimCluster.next_state` then
 :meth:`SlimCluster.route`), which is how the Gymnasium environment trains a router. Time comes from
 the clock the servers share: the simulated :class:`~hetsched.core.events.EventLoop`, or the wall
-clock of the live backend.
+clock of the live backend (:class:`~hetsched.core.realtime.RealTimeLoop`). On live servers each
+image carries its activation (``ImageRequest.payload``: the test image at arrival, then each
+segment's output), and the final output's argmax decides correctness.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -93,6 +95,16 @@ class AccuracyOracle(Protocol):
         """Whether image ``image_index`` is classified correctly by the full width tuple."""
 
 
+@runtime_checkable
+class OutputAccuracyOracle(AccuracyOracle, Protocol):
+    """An oracle that judges the model's real output (live servers compute for real): with it,
+    an image that carries a payload is correct when its last segment's output says so."""
+
+    def correct_output(self, image_index: int, output: Any) -> bool:
+        """Whether the last segment's ``output`` (class logits) names image ``image_index``'s
+        label."""
+
+
 @dataclass
 class ImageRequest:
     """One image moving through the segments."""
@@ -157,7 +169,8 @@ class SlimCluster:
         servers: One :class:`SegmentServer` per server, in router index order.
         clock: The clock they share.
         transfer_time: Link model for moving activations between hosts.
-        accuracy: Accuracy prior and per-image correctness.
+        accuracy: Accuracy prior and per-image correctness; an :class:`OutputAccuracyOracle`
+            judges images that carry payloads by their last segment's output.
         config: Mechanism knobs.
     """
 
@@ -185,11 +198,25 @@ class SlimCluster:
         self._in_transit = [0] * len(self.servers)
         self._router_free_s = 0.0
         self._next_decision = 0
+        self._output_accuracy = accuracy if isinstance(accuracy, OutputAccuracyOracle) else None
+        self._image_payload: Callable[[int], Any] | None = None
+        self._closers: list[Callable[[], None]] = []
 
     # -- arrivals -------------------------------------------------------------------------------
 
-    def schedule_arrivals(self, arrival_times_s: Sequence[float]) -> None:
-        """Schedules one image arrival per time (absolute seconds on the cluster clock)."""
+    def schedule_arrivals(
+        self,
+        arrival_times_s: Sequence[float],
+        image_payload: Callable[[int], Any] | None = None,
+    ) -> None:
+        """Schedules one image arrival per time (absolute seconds on the cluster clock).
+
+        Args:
+            arrival_times_s: When each image arrives.
+            image_payload: For live servers, image id -> the image tensor it carries from its
+                arrival on; None in simulation (no payloads, correctness from the table).
+        """
+        self._image_payload = image_payload
         now = self.clock.now_s()
         self.expected_images = (self.expected_images or 0) + len(arrival_times_s)
         for at_s in arrival_times_s:
@@ -197,7 +224,9 @@ class SlimCluster:
 
     def _arrive(self) -> None:
         now = self.clock.now_s()
-        self.fifo.append(ImageRequest(self.arrived, now, now))
+        image_id = self.arrived
+        payload = None if self._image_payload is None else self._image_payload(image_id)
+        self.fifo.append(ImageRequest(image_id, now, now, payload=payload))
         self.arrived += 1
 
     # -- the decision point ---------------------------------------------------------------------
@@ -312,7 +341,12 @@ class SlimCluster:
         request.energy_j += mean_power_w * latency_s
         request.segment += 1
         if request.segment >= self.config.num_segments:
-            correct = self.accuracy.correct(request.widths, request.image_id)
+            output_accuracy = self._output_accuracy
+            if output_accuracy is not None and request.payload is not None:
+                # live: the class logits the last segment really computed
+                correct = output_accuracy.correct_output(request.image_id, request.payload)
+            else:
+                correct = self.accuracy.correct(request.widths, request.image_id)
             block.accuracy_signals.append(1.0 if correct else 0.0)
             block.images_completed += 1
             self.completed.append(
@@ -344,6 +378,15 @@ class SlimCluster:
                     ),
                 )
             )
+
+    def on_close(self, release: Callable[[], None]) -> None:
+        """Registers what :meth:`close` must release (a live backend's worker threads)."""
+        self._closers.append(release)
+
+    def close(self) -> None:
+        """Releases what the servers hold; nothing to do for simulated servers."""
+        while self._closers:
+            self._closers.pop()()
 
     @property
     def decisions(self) -> int:

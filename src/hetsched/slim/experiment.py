@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -30,6 +30,9 @@ from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter
 from hetsched.slim.scenario import ScenarioConfig, build_cluster, encoder_for, mean_top1
 
+if TYPE_CHECKING:
+    from hetsched.slim.live_cluster import LiveSetup
+
 TRAINING_SEED_OFFSET = 10_000
 """Training episodes draw workloads from seeds offset by this, so no evaluation workload is seen."""
 
@@ -37,13 +40,19 @@ PPO_PRESETS = ("efficiency", "balanced")
 
 
 def evaluate_router(
-    scenario: ScenarioConfig, router: Router, seed: int, *, live: bool = False
+    scenario: ScenarioConfig, router: Router, seed: int, *, live: LiveSetup | None = None
 ) -> RunMetrics:
-    """Runs ``router`` on the scenario's workload for ``seed`` and returns the table metrics."""
+    """Runs ``router`` on the scenario's workload for ``seed`` and returns the table metrics.
+
+    With ``live`` the cluster's servers run the model on real devices in wall-clock time.
+    """
     cluster = build_cluster(scenario, seed, live=live)
-    start_s = cluster.clock.now_s()
-    cluster.run(router)
-    return run_metrics(cluster, start_s)
+    try:
+        start_s = cluster.clock.now_s()
+        cluster.run(router)
+        return run_metrics(cluster, start_s)
+    finally:
+        cluster.close()
 
 
 def training_clusters(scenario: ScenarioConfig, seed: int) -> Callable[[int], Any]:
@@ -76,7 +85,7 @@ def run_experiment(
     *,
     ppo: PPOConfig = PAPER_PPO,
     baselines: tuple[str, ...] = ("random",),
-    live: bool = False,
+    live: LiveSetup | None = None,
     console: Console | None = None,
     progress: bool = True,
 ) -> ExperimentResult:
@@ -86,6 +95,8 @@ def run_experiment(
     simulator, since a PPO budget of thousands of decisions is only affordable there.
     """
     console = console or results_console()
+    if live is not None:
+        console.print(live.describe())
     out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[RunMetrics]] = {name: [] for name in baselines}
     runs.update({f"ppo-{preset}": [] for preset in PPO_PRESETS})
@@ -120,9 +131,14 @@ def run_experiment(
         console.print(
             paper_table(name, aggregated[name], baseline if name != "random" else None, len(seeds))
         )
+    world = {"backend": "simulated"}
+    if live is not None:
+        console.print(live.energy_note())
+        world = {"backend": "live", "setup": live.describe(), "energy": live.energy_note()}
     (out_dir / "results.json").write_text(
         json.dumps(
-            {"scenario": scenario.model_dump(), "seeds": seeds, **result.as_dict()}, indent=1
+            {"scenario": scenario.model_dump(), "seeds": seeds, **world, **result.as_dict()},
+            indent=1,
         )
     )
     plot_comparison(runs, out_dir / "comparison.png")

@@ -6,7 +6,8 @@ GTX 980 Ti servers, each running the greedy executor (Algorithm 1,
 (:class:`~hetsched.slim.backends.sim.SimulatedBackend`, costs from the analytic SlimResNet cost
 table for CIFAR-100), activations moving over a shared Wi-Fi 5 link
 (:mod:`hetsched.slim.network`), bursty arrivals (:mod:`hetsched.slim.workload`), the paper's
-accuracy table (Tables I/II with nearest-neighbour lookup) or a measured one.
+accuracy table (Tables I/II with nearest-neighbour lookup) or a measured one. With a
+:class:`~hetsched.slim.live_cluster.LiveSetup` the same scenario runs on the live backend.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 from itertools import product
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
@@ -26,12 +27,15 @@ from hetsched.core.events import EventLoop
 from hetsched.core.seeding import make_rng
 from hetsched.slim.accuracy import AccuracyTable, load_accuracy_table
 from hetsched.slim.backends.sim import SimulatedBackend
-from hetsched.slim.cluster import ClusterConfig, SlimCluster
+from hetsched.slim.cluster import ClusterConfig, SlimCluster, TransferTime
 from hetsched.slim.costs import SegmentCostTable, compute_cost_table
 from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
 from hetsched.slim.network import Link, link_config
 from hetsched.slim.routers.ppo import StateEncoder
 from hetsched.slim.workload import arrival_times_s as draw_arrivals
+
+if TYPE_CHECKING:
+    from hetsched.slim.live_cluster import LiveSetup
 
 CIFAR100_CLASSES = 100
 
@@ -127,31 +131,65 @@ def arrival_times_s(scenario: ScenarioConfig, rng: np.random.Generator) -> np.nd
     )
 
 
-def build_cluster(scenario: ScenarioConfig, seed: int, *, live: bool = False) -> SlimCluster:
-    """A fresh simulated cluster with the seed's workload scheduled.
+def build_cluster(
+    scenario: ScenarioConfig, seed: int, *, live: LiveSetup | None = None
+) -> SlimCluster:
+    """A fresh cluster with the seed's workload scheduled: simulated, or live with ``live``.
+
+    Both worlds share everything but the servers, the link and the correctness signal: live, the
+    servers are greedy executors on the live backend on one real-time loop, arrivals follow the
+    same seeded process in wall-clock time, each image carries a real test image, activations
+    move in memory, and correctness is the model's real answer (see
+    :mod:`hetsched.slim.live_cluster`).
 
     Raises:
-        HetschedError: For ``live=True`` (the live backend is wired in by the live-serving
-            work), unknown devices or links, or router widths outside the executors' W.
+        HetschedError: Unknown devices or links, or router widths outside the executors' W.
     """
-    if live:
-        raise HetschedError(
-            "--live: the cluster runs on simulated servers only for now; the live backend"
-            " (hetsched.slim.backends.torch_live) is not wired into the cluster yet"
-        )
     missing = sorted(set(scenario.widths) - set(scenario.executor.widths))
     if missing:
         raise ConfigError(
             f"widths: the router's widths {missing} are not in executor.widths"
             f" {scenario.executor.widths}"
         )
+    config = ClusterConfig(
+        widths=scenario.widths,
+        group_sizes=scenario.group_sizes,
+        decision_time_s=scenario.decision_time_s,
+    )
+    table = accuracy_table(scenario)
+    rng = make_rng(seed)
+    difficulty = rng.random(scenario.num_images)
+    if live is None:
+        loop, servers, transfer_time = _simulated_servers(scenario)
+        accuracy = TableAccuracy(table, difficulty)
+        cluster = SlimCluster(servers, loop, transfer_time, accuracy, config)
+        image_payload = None
+    else:
+        from hetsched.slim.live_cluster import in_memory_transfer
+
+        clock, live_servers = live.servers(scenario.executor)
+        cluster = SlimCluster(
+            live_servers, clock, in_memory_transfer, live.accuracy(table, difficulty), config
+        )
+        for server in live_servers:
+            cluster.on_close(server.backend.close)
+        image_payload = live.image
+    start_s = cluster.clock.now_s()  # the wall clock has moved while the servers were built
+    arrivals_s = start_s + arrival_times_s(scenario, rng)
+    cluster.schedule_arrivals(arrivals_s.tolist(), image_payload)
+    return cluster
+
+
+def _simulated_servers(
+    scenario: ScenarioConfig,
+) -> tuple[EventLoop, list[GreedyExecutor], TransferTime]:
+    """Greedy executors on simulated devices, one event loop, and the scenario's link."""
     specs = []
     for index, device in enumerate(scenario.servers):
         try:
             specs.append(load_device(device))
         except HetschedError as error:
             raise ConfigError(f"servers[{index}]: {error}") from None
-    rng = make_rng(seed)
     loop = EventLoop()
     costs = cifar100_costs()
     servers = []
@@ -159,17 +197,4 @@ def build_cluster(scenario: ScenarioConfig, seed: int, *, live: bool = False) ->
         name = f"{index}:{spec.name}"
         backend = SimulatedBackend(spec, costs, loop, name=name)
         servers.append(GreedyExecutor(backend, loop, scenario.executor, name=name))
-    link = Link(loop, link_config(scenario.link), costs)
-    cluster = SlimCluster(
-        servers,
-        loop,
-        link.transfer_time,
-        TableAccuracy(accuracy_table(scenario), rng.random(scenario.num_images)),
-        ClusterConfig(
-            widths=scenario.widths,
-            group_sizes=scenario.group_sizes,
-            decision_time_s=scenario.decision_time_s,
-        ),
-    )
-    cluster.schedule_arrivals(arrival_times_s(scenario, rng).tolist())
-    return cluster
+    return loop, servers, Link(loop, link_config(scenario.link), costs).transfer_time
