@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.tail.dataset import load_csv
 from hetsched.tail.kube import SCHEDULER_NAME, FakeApiServer
 
 from .conftest import write_rows_csv
@@ -45,10 +46,16 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
         "measure", "--models", "cnn-s:8", "--nodes", "0", "--duties", "0", "--out", str(measured)
     )
     assert result.exit_code == 0, result.output
-    assert "cnn-s" in measured.read_text()
+    (point,) = load_csv(measured)
+    assert point["model"] == "cnn-s" and point["queries"] == "8" and point["torch_threads"] == "1"
+    assert float(point["contention_achieved"]) == 0.0 and 0.0 <= float(point["u_cores"]) <= 1.0
+    assert float(point["load1"]) >= 0.0 and float(point["run_s"]) > 0.0
+    assert 0.0 < float(point["pod_cpu_share"]) <= 1.0 + 1e-6
 
     synthetic = tmp_path / "s.csv"
-    write_rows_csv(rows, synthetic)
+    # Measurement cells (threads, duty bucket) so that `train` can report the repeat spread.
+    cells = [{**r, "torch_threads": 1, "contention_duty": round(r["u_freq"] * 2) / 2} for r in rows]
+    write_rows_csv(cells, synthetic)
     dataset = tmp_path / "d.csv"
     assert (
         invoke(
@@ -57,9 +64,14 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
         == 0
     )
     repo = tmp_path / "models"
-    result = invoke("train", "--data", str(dataset), "--repo", str(repo))
+    result = invoke("train", "--data", str(dataset), "--repo", str(repo), "--splits", "2")
     assert result.exit_code == 0, result.output
     assert "random_forest" in result.output and (repo / "v0001" / "meta.json").is_file()
+    over = json.loads((repo / "v0001" / "report.json").read_text())["over_splits"]
+    assert {r["regressor"] for r in over} == {"random_forest", "xgboost", "mlp"}
+    assert all(r["splits"] == 2 for r in over)
+    assert all(r["rmsle_min"] <= r["rmsle_mean"] <= r["rmsle_max"] for r in over)
+    assert "repeat spread: RMSLE floor" in result.output  # the cell columns survived `dataset`
     result = invoke("retrain", "--repo", str(repo), "--data", str(synthetic))
     assert (
         result.exit_code == 0

@@ -22,6 +22,7 @@ from hetsched.tail.regressors import (
     data_fingerprint,
     rmse,
     rmsle,
+    summarize_splits,
     train_and_save,
 )
 
@@ -85,6 +86,24 @@ def test_table_iii_and_repository(tmp_path, rows):
     assert rmsle(np.array([r["p90_s"] for r in rows[:5]]) * 1e3, pred * 1e3) < 0.3
     with pytest.raises(DataError, match="empty"):
         ModelRepository(tmp_path / "empty").load()
+
+
+def test_table_iii_over_splits():
+    tables = [
+        [{"regressor": "rf", "rmsle": 0.2}, {"regressor": "mlp", "rmsle": 0.5}],
+        [{"regressor": "rf", "rmsle": 0.4}, {"regressor": "mlp", "rmsle": 0.1}],
+    ]
+    rf, mlp = summarize_splits(tables)
+    assert rf == {
+        "regressor": "rf",
+        "splits": 2,
+        "rmsle_mean": pytest.approx(0.3),
+        "rmsle_min": 0.2,
+        "rmsle_max": 0.4,
+    }
+    assert (mlp["rmsle_min"], mlp["rmsle_max"]) == (0.1, 0.5)
+    with pytest.raises(DataError, match="splits"):
+        summarize_splits([])
 
 
 def test_arrival_features_swap_in_and_must_exist():

@@ -147,12 +147,25 @@ def dataset(
     console.print(f"wrote {len(rows)} rows to {out}")
 
 
-def _train(data: Path, repo: Path, seed: int) -> dict:
+def _train(data: Path, repo: Path, seed: int, splits: int = 1) -> dict:
     from hetsched.tail.dataset import CELL_KEYS, load_csv, repeat_spread
-    from hetsched.tail.regressors import ModelRepository, train_and_save
+    from hetsched.tail.regressors import (
+        ModelRepository,
+        compare_regressors,
+        summarize_splits,
+        train_and_save,
+    )
 
     rows = load_csv(data)
     report = train_and_save(rows, ModelRepository(repo), seed)
+    if splits > 1:
+        more = [compare_regressors(rows, s) for s in range(seed + 1, seed + splits)]
+        report["over_splits"] = summarize_splits([report["table_iii"], *more])
+        _table(
+            f"Table III RMSLE over {splits} splits (seeds {seed}..{seed + splits - 1})",
+            report["over_splits"],
+            ["regressor", "rmsle_mean", "rmsle_min", "rmsle_max"],
+        )
     if all(k in rows[0] for k in CELL_KEYS):
         report["repeat_spread"] = spread = repeat_spread(rows)
         console.print(
@@ -180,9 +193,10 @@ def train(
     data: Path = typer.Option(..., help="Dataset or measurement CSV."),
     repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
     seed: int = typer.Option(0, help="Split and model seed."),
+    splits: int = typer.Option(1, help="Also report Table III over this many split seeds."),
 ) -> None:
     """Compares RF / XGBoost / MLP (Table III), grid-searches the best, saves a new version."""
-    _train(data, repo, seed)
+    _train(data, repo, seed, splits)
 
 
 @app.command()

@@ -17,8 +17,11 @@ The node features (eqs. 6-8) are taken twice per point:
   the queries ran (what the paper's Prometheus samples see beside the pod). Counters, not a
   polling thread, so the sampler costs no CPU on the cores it measures.
 
-The contention's achieved duty (its processes' CPU seconds per wall second) and the 1-minute load
-average are recorded too, so a point says how much outside load it really had.
+The contention's achieved duty (its processes' CPU seconds per wall second), the pod's own CPU
+share and the 1-minute load average are recorded too, so a point says how much outside load it
+really had. On a saturated node (outside load + pod = every core busy) the during-run outside load
+is 1 − the pod's share: the during-run features then carry the CPU the pod itself received, which
+no scheduler can observe before placing it; the arrival features are free of that.
 """
 
 from __future__ import annotations
@@ -318,6 +321,7 @@ def measure_one(
         "u_arrival": arrival.u_cores,
         "cpu_eff_arrival": arrival.cpu_eff,
         "freq_eff_arrival_ghz": arrival.freq_eff_ghz,
+        "pod_cpu_share": run["own_cpu_s"] / (cores * run["wall_s"]),
         "u_cores": during.u_cores,
         "u_freq": during.u_freq,
         "cpu_eff": during.cpu_eff,
@@ -377,6 +381,7 @@ CSV_COLUMNS = (
     "u_arrival",
     "cpu_eff_arrival",
     "freq_eff_arrival_ghz",
+    "pod_cpu_share",
     "u_cores",
     "u_freq",
     "cpu_eff",
