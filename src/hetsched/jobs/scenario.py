@@ -15,17 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import CLUSTERS, Cluster, load_cluster
+from hetsched.jobs.cluster import Cluster
 from hetsched.jobs.estimates import fill_requested_times
 from hetsched.jobs.model import JobTable
-
-#: Cluster a trace format runs on when neither ``--cluster`` nor the trace names one.
-DEFAULT_CLUSTER_BY_FORMAT = {
-    "rltune": "rltune-synthetic",
-    "helios": "helios",
-    "philly": "philly",
-    "alibaba2020": "alibaba",
-}
 
 
 def slice_cluster(cluster: Cluster, fraction: float) -> Cluster:
@@ -92,35 +84,14 @@ def load_scenario(
     Raises:
         HetschedError: For a bad combination of options or an unreadable trace.
     """
-    if (trace is None) == (synthetic is None):
-        raise HetschedError("give exactly one of --trace or --synthetic")
-    trace_cluster = None
-    if synthetic is not None:
-        from hetsched.jobs.synthetic import PROFILES, generate
+    # The same loading and cluster resolution as `hetsched jobs simulate` (one code path).
+    from hetsched.jobs.cli import _load_jobs, _resolve_cluster
 
-        profile = PROFILES.get(synthetic)
-        jobs = generate(profile, synthetic_jobs, seed=seed)
-        fmt, name = "synthetic", f"synthetic {synthetic}"
-        default_cluster = profile.cluster
-    else:
-        from hetsched.jobs.traces import detect_format, load_trace
-
-        fmt = detect_format(trace) if trace_format == "auto" else trace_format
-        loaded = load_trace(trace, fmt)
-        jobs, trace_cluster, name = loaded.jobs, loaded.cluster, trace.name
-        default_cluster = DEFAULT_CLUSTER_BY_FORMAT.get(fmt)
-    if cluster is not None:
-        the_cluster = (
-            load_cluster(cluster)
-            if cluster.endswith((".yaml", ".yml"))
-            else CLUSTERS.create(cluster)
-        )
-    elif trace_cluster is not None:
-        the_cluster = trace_cluster
-    elif default_cluster:
-        the_cluster = CLUSTERS.create(default_cluster)
-    else:
-        raise HetschedError(f"format {fmt!r} defines no cluster; pass --cluster")
+    jobs, trace_cluster, fmt, _ = _load_jobs(
+        trace, trace_format, synthetic, synthetic_jobs, seed, False
+    )
+    name = trace.name if trace is not None else f"synthetic {synthetic}"
+    the_cluster = _resolve_cluster(cluster, trace_cluster, fmt)
     the_cluster = slice_cluster(the_cluster, cluster_fraction)
     if arrival_compression != 1.0:
         if not arrival_compression > 0:
