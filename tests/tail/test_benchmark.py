@@ -104,6 +104,8 @@ def test_fit_filter_and_exhaustion():
     features = {m: _features(8e9) for m in POD_REQUESTS}
     with pytest.raises(DataError, match="fits on no node"):
         place(["retinanet"] * 21, features, "p90", CpuEffRegressor(), np.random.default_rng(0))
+    with pytest.raises(DataError, match="scorer"):
+        place(["resnet50"], features, "fastest", CpuEffRegressor(), np.random.default_rng(0))
 
 
 def test_run_benchmark_places_every_pod_reports_eq_16_and_is_deterministic(rows):

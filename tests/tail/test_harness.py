@@ -18,10 +18,11 @@ from hetsched.tail.harness import (
 )
 
 
-def test_core_busy_counts_steal_but_not_idle_or_iowait():
-    before = {"user": 10.0, "system": 2.0, "idle": 50.0, "iowait": 1.0, "steal": 0.0}
-    after = {"user": 10.6, "system": 2.1, "idle": 50.2, "iowait": 1.05, "steal": 0.05}
-    assert core_busy_s(before, after) == pytest.approx(0.75)  # 0.6 + 0.1 + 0.05 steal
+def test_core_busy_counts_steal_but_not_idle_iowait_or_guest_twice():
+    before = {"user": 10.0, "system": 2.0, "idle": 50.0, "iowait": 1.0, "steal": 0.0, "guest": 3.0}
+    after = {"user": 10.6, "system": 2.1, "idle": 50.2, "iowait": 1.05, "steal": 0.05, "guest": 3.2}
+    # 0.6 user (of which 0.2 guest, already inside user) + 0.1 system + 0.05 steal
+    assert core_busy_s(before, after) == pytest.approx(0.75)
     assert core_busy_s(after, after) == 0.0
 
 

@@ -149,6 +149,8 @@ def place(
     placement sees the others' load the scheduler observes now (pods are alike in threads), so
     their new prediction uses the same live capacity as the new pod's.
     """
+    if scorer not in SCORERS:
+        raise DataError(f"scorer must be one of {SCORERS}, got {scorer!r}")
     predictor = P90Scorer(regressor)
     counts = [0] * len(TABLE_I)
     used = [(0.0, 0.0) for _ in TABLE_I]
@@ -157,19 +159,18 @@ def place(
     placement = []
     for model in pods:
         req = POD_REQUESTS[model]
-        caps = [node_capacity(n, counts[i]) for i, n in enumerate(TABLE_I)]
-        by_model = (
-            {}
-            if scorer == "default"
-            else {m: list(predictor.predict(f, caps).values()) for m, f in features.items()}
-        )
         if scorer == "default":
             scores = [default_score(n, used[i], req) for i, n in enumerate(TABLE_I)]
-        elif scorer == "p90":
-            scores = [-p for p in by_model[model]]
         else:
-            after = [[by_model[m][i] for m in on_node[i]] for i in range(len(TABLE_I))]
-            scores = [-c for c in placement_costs(by_model[model], predicted, after, objective)]
+            # Live eqs. 6-8 of every node, the pods placed so far included (what a scheduler sees).
+            caps = [node_capacity(n, counts[i]) for i, n in enumerate(TABLE_I)]
+            by_model = {m: list(predictor.predict(f, caps).values()) for m, f in features.items()}
+            if scorer == "p90":
+                scores = [-p for p in by_model[model]]
+            else:
+                after = [[by_model[m][i] for m in on_node[i]] for i in range(len(TABLE_I))]
+                costs = placement_costs(by_model[model], predicted, after, objective)
+                scores = [-c for c in costs]
         # NodeResourcesFit's filter runs before any scorer: nodes the requests do not fit are out.
         fits = [i for i, n in enumerate(TABLE_I) if fits_requests(n, used[i], req)]
         if not fits:

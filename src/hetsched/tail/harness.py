@@ -38,6 +38,8 @@ from hetsched.tail.node_features import NodeCapacity, local_capacity
 CONTENTION_PERIOD_S = 0.01
 # psutil sampling window for the node features at arrival (long enough to average out jitter).
 FEATURE_WINDOW_S = 0.5
+# psutil cpu_times fields that Linux already includes in user / nice.
+GUEST_FIELDS = ("guest", "guest_nice")
 # Seconds to wait for one point's queries before declaring the worker stuck.
 POINT_TIMEOUT_S = 600.0
 # Histogram buckets (s) reaching far above the worst tail, so histogram_quantile stays bounded.
@@ -84,9 +86,12 @@ def core_busy_s(before: dict[str, float], after: dict[str, float]) -> float:
     """Busy seconds of one core between two psutil ``cpu_times`` readings (as dicts).
 
     Busy is everything but idle and iowait; steal counts as busy, because on a VM it is time the
-    hypervisor gave to someone else, which the pod cannot use either.
+    hypervisor gave to someone else, which the pod cannot use either. Linux already counts guest
+    time inside user and nice, so the guest fields are left out of the total.
     """
-    total = sum(after.values()) - sum(before.values())
+    total = sum(v for k, v in after.items() if k not in GUEST_FIELDS) - sum(
+        v for k, v in before.items() if k not in GUEST_FIELDS
+    )
     idle = (after["idle"] - before["idle"]) + (after.get("iowait", 0.0) - before.get("iowait", 0.0))
     return max(total - idle, 0.0)
 
