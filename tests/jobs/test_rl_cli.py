@@ -83,6 +83,18 @@ def test_evaluate_prints_tables_and_saves_results(trained, tmp_path):
     assert make_policy(str(trained / "agent.pt")).name == "RL-fcfs"
 
 
+def test_simulate_takes_a_checkpoint_beside_policy_names(trained, tmp_path):
+    out = tmp_path / "sim"
+    checkpoint = str(trained / "agent.pt")
+    data = ["--synthetic", "philly", "--jobs", "300"]
+    _invoke("simulate", *data, "--policy", f"fcfs,{checkpoint}", "--out", str(out))
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert [r["policy"] for r in rows] == ["fcfs", checkpoint]
+    assert (out / "jobs_agent_greedy.csv").stat().st_size > 0
+    missing = _fails("simulate", *data, "--policy", str(tmp_path / "none.pt"), "--out", str(out))
+    assert isinstance(missing, HetschedError) and "none.pt" in str(missing)
+
+
 def test_training_is_deterministic_per_seed(trained, tmp_path):
     again = tmp_path / "again"
     _invoke("train", *DATA, *TINY, "--out", str(again))

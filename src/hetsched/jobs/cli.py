@@ -152,7 +152,7 @@ def simulate(
 
     from hetsched.jobs.cluster import map_virtual_clusters, with_speed_factors
     from hetsched.jobs.estimates import fill_requested_times
-    from hetsched.jobs.policies import PRIORITY_POLICIES
+    from hetsched.jobs.policies import make_policy
     from hetsched.jobs.simulator import SimulationConfig
     from hetsched.jobs.windows import METRICS, WindowSummary, evaluate_windows, run_policy
 
@@ -169,7 +169,7 @@ def simulate(
     modes = modes or ["easy" if backfill else "strict" if strict else "greedy"]
     policies = [p.strip() for p in policy.split(",") if p.strip()]
     for name in policies:
-        PRIORITY_POLICIES.get(name)  # unknown names fail before any work
+        make_policy(name)  # unknown names and unreadable checkpoints fail before any work
     console = Console()
     table, trace_cluster, fmt, report = _load_jobs(
         trace, format, synthetic, jobs, seed, skip_bad_rows
@@ -218,7 +218,7 @@ def simulate(
                 )
                 for name in policies:
                     result = run_policy(table, the_cluster, name, config, options.get(name))
-                    result.write_csv(out / f"jobs_{name}_{mode}.csv")
+                    result.write_csv(out / f"jobs_{Path(name).stem}_{mode}.csv")
                     timelines[f"{name}/{mode}"] = result
                     s = result.summary()
                     summaries.append(
