@@ -117,6 +117,8 @@ def fails_with(*args):
 def test_live_errors_name_what_is_wrong(checkpoint, tmp_path):
     error = fails_with("experiment", "--live")
     assert isinstance(error, ConfigError) and "--live needs --checkpoint" in str(error)
+    error = fails_with("experiment", "--live", "--checkpoint", str(checkpoint), "--rate", "0")
+    assert isinstance(error, ConfigError) and "--rate: expected a positive rate" in str(error)
     error = fails_with("evaluate-router", "random", "--checkpoint", str(checkpoint))
     assert isinstance(error, ConfigError) and "only apply with --live" in str(error)
     missing = tmp_path / "none.pt"
