@@ -53,6 +53,8 @@ TABLE_I = (
 POD_REQUESTS = {"resnet50": (1.0, 1 * GIB), "retinanet": (2.0, 2 * GIB)}
 SCORERS = ("default", "p90", "p90-node")
 PLACEMENT_OBJECTIVES = ("sum", "avg_np90")
+# Picked on seeds 100-109 (never the reported 0-4): avg_np90 beat sum by 33-49 ms of AVG_NP90.
+DEFAULT_OBJECTIVE = "avg_np90"
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,12 @@ def placement_costs(
 
 
 def place(
-    pods: list[str], features: dict, scorer: str, regressor, rng, objective: str = "sum"
+    pods: list[str],
+    features: dict,
+    scorer: str,
+    regressor,
+    rng,
+    objective: str = DEFAULT_OBJECTIVE,
 ) -> list[int]:
     """Places pods one after another; returns each pod's node index.
 
@@ -230,7 +237,7 @@ def run_benchmark(
     queries: int = 1024,
     slo_ms: float | None = None,
     regressor_name: str = "random_forest",
-    objective: str = "sum",
+    objective: str = DEFAULT_OBJECTIVE,
 ) -> dict:
     """Every scorer of :data:`SCORERS` on the same pod sequence and query noise per seed; AVG_NP90
     per node (eq. 16) and summaries. ``objective`` is the ``"p90-node"`` scorer's cost."""
