@@ -60,10 +60,17 @@ def main() -> None:
         with torch.inference_mode():
             router.policy.logits(obs)
 
+    def numpy_forward(state) -> None:
+        router.policy.logits_numpy(encoder.encode(state))
+
     rows = [
         ("state snapshot (cluster.state)", per_call_us(cluster.state, n)),
         ("eq. (1) encoding", per_call_us(lambda: encoder.encode(state), n)),
-        ("forward (logits)", per_call_us(forward, n)),
+        ("forward, torch (logits, batch 1)", per_call_us(forward, n)),
+        (
+            "encoding + forward, NumPy (what decide uses)",
+            per_call_us(lambda: numpy_forward(state), n),
+        ),
         ("PPO decide (encode + forward + sample)", per_call_us(lambda: router.decide(state), n)),
         ("state + PPO decide", per_call_us(lambda: router.decide(cluster.state()), n)),
         ("state + random decide", per_call_us(lambda: random_router.decide(cluster.state()), n)),

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -60,6 +61,19 @@ def test_agent_output_shapes_and_masks():
     assert (out.action[:, 0] == 2).all()
     again = agent.get_action_and_value(obs, mask, out.action, epsilon=0.5)
     assert torch.allclose(again.log_prob, out.log_prob)
+
+
+def test_numpy_logits_equal_torch_logits_and_follow_weight_updates():
+    agent = FactoredActorCritic(obs_dim=5, head_sizes=(3, 4, 2), hidden_sizes=(8, 6))
+    obs = torch.randn(5)
+    with torch.no_grad():
+        expected = agent.logits(obs[None])[0].numpy()
+        assert np.allclose(agent.logits_numpy(obs.numpy()), expected, atol=1e-6)
+        agent.policy_head.bias += 1.0  # views of the live weights: no stale copy
+        assert np.allclose(agent.logits_numpy(obs.numpy()), expected + 1.0, atol=1e-6)
+        agent.double()  # replaces every parameter: the views must follow
+        agent.policy_head.bias -= 1.0
+        assert np.allclose(agent.logits_numpy(obs.numpy()), expected, atol=1e-6)
 
 
 def test_a_ppo_update_improves_a_toy_bandit():

@@ -76,6 +76,23 @@ def test_ppo_router_respects_the_server_mask(state_factory):
     assert {d.group_size for d in decisions} <= set(GROUPS)
 
 
+def test_ppo_router_draws_follow_the_policy_softmax(state_factory):
+    encoder = StateEncoder(3, WIDTHS, GROUPS)
+    policy = new_policy(encoder, (16,))
+    with torch.no_grad():
+        policy.policy_head.weight.zero_()
+        policy.policy_head.bias.zero_()
+        policy.policy_head.bias[3 + 3] = np.log(
+            3.0
+        )  # width 1.0 three times as likely as each other
+    router = PPORouter(policy=policy, encoder=encoder, seed=1)
+    widths = [router.decide(state_factory()).width for _ in range(6000)]
+    share = widths.count(1.0) / len(widths)
+    assert share == pytest.approx(3 / 6, abs=0.03)  # 3 / (1 + 1 + 1 + 3)
+    again = PPORouter(policy=policy, encoder=encoder, seed=1)
+    assert [again.decide(state_factory()).width for _ in range(50)] == widths[:50]
+
+
 def test_router_checkpoint_round_trip(tmp_path, state_factory):
     encoder = StateEncoder(3, WIDTHS, GROUPS)
     policy = new_policy(encoder, (16,))
