@@ -108,6 +108,12 @@ def make_server(scorer: P90Scorer, host: str = "127.0.0.1", port: int = 0) -> Th
     routes = {"/filter": handle_filter, "/prioritize": handle_prioritize}
 
     class Handler(BaseHTTPRequestHandler):
+        # kube-scheduler keeps its connection to an extender open: answer on it (HTTP/1.1
+        # keep-alive) instead of a new connection and thread per call, and send the body
+        # without waiting for the headers' ACK (Nagle would hold it back).
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
         def _reply(self, status: int, payload) -> None:
             body = json.dumps(payload).encode()
             self.send_response(status)
