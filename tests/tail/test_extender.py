@@ -46,6 +46,19 @@ def test_prioritize_round_trip(extender, fixture):
         assert scores["node1"] < scores["node4"] == 10
 
 
+def test_one_connection_serves_many_calls(extender):
+    """kube-scheduler keeps its connection open: every call must be answered on it."""
+    args = load("extender_args_nodes.json")
+    with httpx.Client() as client:
+        replies = [client.post(f"{extender}/prioritize", json=args) for _ in range(3)]
+        bad = client.post(f"{extender}/prioritize", content=b"{not json")
+        after = client.post(f"{extender}/prioritize", json=args)
+    assert [r.http_version for r in replies] == ["HTTP/1.1"] * 3
+    assert all(r.headers.get("connection", "").lower() != "close" for r in replies)
+    assert bad.status_code == 400 and after.status_code == 200
+    assert after.json() == replies[0].json()
+
+
 def test_filter_round_trip_keeps_or_fails_by_slo(extender):
     args = load("extender_args_nodes.json")
     body = httpx.post(f"{extender}/filter", json=args).json()
