@@ -8,11 +8,17 @@ evaluated by ``evaluate`` on the held-out 10 % of the same jobs when given the s
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hetsched.core.errors import HetschedError
+from hetsched.jobs.cli_options import option_group
+
+if TYPE_CHECKING:
+    from hetsched.jobs.scenario import Scenario
 
 TRACE_HELP = "Trace file (or PAI 2020 folder)."
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
@@ -26,31 +32,52 @@ def _single_threaded_torch() -> None:
     torch.set_num_threads(1)
 
 
-def _scenario(
-    trace: Path | None,
-    trace_format: str,
-    synthetic: str | None,
-    jobs: int,
-    cluster: str | None,
-    cluster_fraction: float,
-    arrival_compression: float,
-    estimate: str,
-    data_seed: int,
-):
-    from hetsched.jobs.scenario import load_scenario
+@dataclass(frozen=True)
+class ScenarioOptions:
+    """The data flags of ``train`` and ``evaluate``, declared once so that both commands take
+    the same flags and load the same scenario (and split) from them."""
 
-    return load_scenario(
-        trace,
-        trace_format,
-        synthetic,
-        jobs,
-        cluster,
-        cluster_fraction,
-        estimate,
-        0.9,
-        data_seed,
-        arrival_compression,
+    trace: Annotated[Path | None, typer.Option(help=TRACE_HELP)] = None
+    trace_format: Annotated[
+        str, typer.Option("--format", help="Trace format (auto = from the name).")
+    ] = "auto"
+    synthetic: Annotated[
+        str | None, typer.Option(help="Synthetic profile: philly, helios, alibaba.")
+    ] = None
+    jobs: Annotated[int, typer.Option(help="Jobs of the synthetic trace.")] = 4096
+    cluster: Annotated[str | None, typer.Option(help="Built-in cluster name or a YAML file.")] = (
+        None
     )
+    cluster_fraction: Annotated[float, typer.Option(help="Keep this share of each node shape.")] = (
+        1.0
+    )
+    arrival_compression: Annotated[
+        float, typer.Option(help="Divide submit times by this (load).")
+    ] = 1.0
+    estimate: Annotated[
+        str, typer.Option(help="Requested time: auto, user-history, noisy, ...")
+    ] = "auto"
+    data_seed: Annotated[
+        int, typer.Option(help="Seed of the synthetic trace and the estimates.")
+    ] = 0
+
+    def load(self) -> Scenario:
+        """The scenario with the 90 %/10 % split by time, so that ``evaluate``'s held-out part
+        is the jobs that ``train`` never saw."""
+        from hetsched.jobs.scenario import load_scenario
+
+        return load_scenario(
+            self.trace,
+            trace_format=self.trace_format,
+            synthetic=self.synthetic,
+            synthetic_jobs=self.jobs,
+            cluster=self.cluster,
+            cluster_fraction=self.cluster_fraction,
+            estimate=self.estimate,
+            train_fraction=0.9,
+            seed=self.data_seed,
+            arrival_compression=self.arrival_compression,
+        )
 
 
 def _describe(console, scenario) -> dict:
@@ -69,16 +96,9 @@ def _describe(console, scenario) -> dict:
     return info
 
 
+@option_group("data")
 def train(
-    trace: Path | None = typer.Option(None, help=TRACE_HELP),
-    format: str = typer.Option("auto", "--format", help="Trace format (auto = from the name)."),
-    synthetic: str | None = typer.Option(None, help="Synthetic profile: philly, helios, alibaba."),
-    jobs: int = typer.Option(4096, help="Jobs of the synthetic trace."),
-    cluster: str | None = typer.Option(None, help="Built-in cluster name or a YAML file."),
-    cluster_fraction: float = typer.Option(1.0, help="Keep this share of each node shape."),
-    arrival_compression: float = typer.Option(1.0, help="Divide submit times by this (load)."),
-    estimate: str = typer.Option("auto", help="Requested time: auto, user-history, noisy, ..."),
-    data_seed: int = typer.Option(0, help="Seed of the synthetic trace and the estimates."),
+    data: ScenarioOptions = ScenarioOptions(),
     base_policy: str = typer.Option("fcfs", help="Base policy of the reward (fcfs = FIFO)."),
     metric: str = typer.Option("wait", help="Reward metric: wait, jct, bsld or util."),
     epochs: int = typer.Option(10, help="Training epochs."),
@@ -125,10 +145,7 @@ def train(
     except ValueError as error:
         raise HetschedError(f"bad training option: {error}") from None
     console = Console()
-    scenario = _scenario(
-        trace, format, synthetic, jobs, cluster, cluster_fraction, arrival_compression, estimate,
-        data_seed,
-    )  # fmt: skip
+    scenario = data.load()
     info = _describe(console, scenario)
     total = epochs * trajectories_per_epoch
     started = time.perf_counter()
@@ -165,17 +182,10 @@ def train(
     )
 
 
+@option_group("data")
 def evaluate(
     checkpoint: list[Path] = typer.Option(..., help="Agent checkpoint(s); repeat for several."),
-    trace: Path | None = typer.Option(None, help=TRACE_HELP),
-    format: str = typer.Option("auto", "--format", help="Trace format (auto = from the name)."),
-    synthetic: str | None = typer.Option(None, help="Synthetic profile: philly, helios, alibaba."),
-    jobs: int = typer.Option(4096, help="Jobs of the synthetic trace."),
-    cluster: str | None = typer.Option(None, help="Built-in cluster name or a YAML file."),
-    cluster_fraction: float = typer.Option(1.0, help="Keep this share of each node shape."),
-    arrival_compression: float = typer.Option(1.0, help="Divide submit times by this (load)."),
-    estimate: str = typer.Option("auto", help="Requested time: auto, user-history, noisy, ..."),
-    data_seed: int = typer.Option(0, help="Seed of the synthetic trace and the estimates."),
+    data: ScenarioOptions = ScenarioOptions(),
     bases: str = typer.Option(DEFAULT_BASES, help="Comma-separated base policies."),
     split: str = typer.Option("test", help="test (held-out 10 %), train or all."),
     windows: int = typer.Option(10, help="Random windows."),
@@ -204,10 +214,7 @@ def evaluate(
     if split not in ("test", "train", "all"):
         raise HetschedError(f"unknown split {split!r}; known: test, train, all")
     console = Console()
-    scenario = _scenario(
-        trace, format, synthetic, jobs, cluster, cluster_fraction, arrival_compression, estimate,
-        data_seed,
-    )  # fmt: skip
+    scenario = data.load()
     info = _describe(console, scenario)
     table_jobs = {"test": scenario.test, "train": scenario.train, "all": scenario.jobs}[split]
     if window_size > len(table_jobs):

@@ -106,3 +106,29 @@ def test_slurm_experiment_simulated(tmp_path):
         ("hetsched", "simulated"),
     ]
     assert payload["settings"]["workload"]["jobs"] == 12
+
+
+def test_submit_and_experiment_share_the_workload_flags():
+    """One option group serves both commands; only --jobs keeps its own help in each."""
+    flags = ("--synthetic", "--trace", "--format", "--start", "--seed", "--arrival-span-s")
+    submit = _invoke("slurm-submit", "--help").output
+    experiment = _invoke("slurm-experiment", "--help").output
+    assert all(flag in submit and flag in experiment for flag in flags)
+    assert "Jobs to submit." in submit and "Jobs to submit." not in experiment
+    assert "Jobs in the workload." in experiment
+
+
+def test_slurm_experiment_on_a_trace_window_records_its_workload(fixtures, tmp_path):
+    trace = fixtures / "tiny.swf"
+    out = tmp_path / "exp"
+    _invoke(
+        "slurm-experiment", "--simulate-only", "--trace", str(trace), "--format", "swf",
+        "--start", "1", "--jobs", "2", "--out", str(out),
+    )  # fmt: skip
+    workload = json.loads((out / "results.json").read_text())["settings"]["workload"]
+    assert workload["synthetic"] is None  # --trace replaces the default profile
+    assert workload["trace"] == str(trace) and workload["start"] == 1 and workload["jobs"] == 2
+    result = runner.invoke(
+        typer_app, ["jobs", "slurm-submit", "--trace", str(trace), "--start", "9"]
+    )
+    assert "--start 9 is outside the trace's 3 jobs" in str(result.exception)

@@ -5,40 +5,63 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hetsched.core.errors import HetschedError
+from hetsched.jobs.cli_options import option_group
+
+if TYPE_CHECKING:
+    from hetsched.jobs.model import JobTable
 
 SCALE_HELP = "Scaled run times lie in [--min-run-s, --max-run-s] (log-linear map of the trace's)."
 
 
-def _load_workload(
-    synthetic: str | None,
-    trace: Path | None,
-    fmt: str,
-    start: int,
-    jobs: int,
-    seed: int,
-    estimate: str,
-    min_run_s: float,
-    max_run_s: float,
-    arrival_span_s: float,
-    max_gpus: int,
-):
-    """A synthetic trace or a window of a real one, with requested times, on the scaled axis."""
-    from hetsched.jobs.cli import _load_jobs
-    from hetsched.jobs.estimates import fill_requested_times
-    from hetsched.jobs.slurm.workload import WorkloadScale, scale_workload
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """The workload flags of ``slurm-submit`` and ``slurm-experiment``, declared once so that
+    both commands build the same scaled workload from the same flags."""
 
-    table, _, _, _ = _load_jobs(trace, fmt, synthetic, jobs, seed, False)
-    if trace is not None:
-        if not 0 <= start < len(table):
-            raise HetschedError(f"--start {start} is outside the trace's {len(table)} jobs")
-        table = table.window(start, min(jobs, len(table) - start))
-    table = fill_requested_times(table, estimate, seed)
-    return scale_workload(table, WorkloadScale(min_run_s, max_run_s, arrival_span_s, max_gpus))
+    synthetic: Annotated[str | None, typer.Option(help="Synthetic profile (or --trace).")] = (
+        "philly"
+    )
+    trace: Annotated[Path | None, typer.Option(help="A real trace; a window of it is used.")] = None
+    trace_format: Annotated[str, typer.Option("--format", help="Trace format.")] = "auto"
+    start: Annotated[int, typer.Option(help="First job of the trace window.")] = 0
+    jobs: Annotated[int, typer.Option(help="Jobs in the workload.")] = 64
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic trace and estimates.")] = 0
+    estimate: Annotated[str, typer.Option(help="Requested-time model.")] = "auto"
+    min_run_s: Annotated[float, typer.Option(help=SCALE_HELP)] = 1.0
+    max_run_s: Annotated[float, typer.Option(help=SCALE_HELP)] = 12.0
+    arrival_span_s: Annotated[float, typer.Option(help="Last arrival (0 = all at once).")] = 20.0
+
+    @property
+    def profile(self) -> str | None:
+        """The synthetic profile in use: none once --trace replaces the default one."""
+        return None if self.trace is not None else self.synthetic
+
+    def load(self, max_gpus: int) -> JobTable:
+        """A synthetic trace or a window of a real one, with requested times, on the scaled
+        axis; GPU counts are clipped to 1..``max_gpus`` so every job fits the target node."""
+        from hetsched.jobs.cli import _load_jobs
+        from hetsched.jobs.estimates import fill_requested_times
+        from hetsched.jobs.slurm.workload import WorkloadScale, scale_workload
+
+        table, _, _, _ = _load_jobs(
+            self.trace, self.trace_format, self.profile, self.jobs, self.seed, False
+        )
+        if self.trace is not None:
+            if not 0 <= self.start < len(table):
+                raise HetschedError(
+                    f"--start {self.start} is outside the trace's {len(table)} jobs"
+                )
+            table = table.window(self.start, min(self.jobs, len(table) - self.start))
+        table = fill_requested_times(table, self.estimate, self.seed)
+        scale = WorkloadScale(self.min_run_s, self.max_run_s, self.arrival_span_s, max_gpus)
+        return scale_workload(table, scale)
 
 
 def _configure_logging(log_file: Path | None) -> None:
@@ -124,17 +147,9 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{scans} scans, {mode}")
 
     @app.command("slurm-submit")
+    @option_group("workload", jobs="Jobs to submit.")
     def slurm_submit(
-        synthetic: str | None = typer.Option("philly", help="Synthetic profile (or --trace)."),
-        trace: Path | None = typer.Option(None, help="A real trace; a window of it is used."),
-        format: str = typer.Option("auto", "--format", help="Trace format."),
-        start: int = typer.Option(0, help="First job of the trace window."),
-        jobs: int = typer.Option(64, help="Jobs to submit."),
-        seed: int = typer.Option(0, help="Seed of the synthetic trace and estimates."),
-        estimate: str = typer.Option("auto", help="Requested-time model."),
-        min_run_s: float = typer.Option(1.0, help=SCALE_HELP),
-        max_run_s: float = typer.Option(12.0, help=SCALE_HELP),
-        arrival_span_s: float = typer.Option(20.0, help="Last arrival (0 = all at once)."),
+        workload: WorkloadOptions = WorkloadOptions(),
         max_gpus: int = typer.Option(4, help="GPU counts are clipped to 1..this."),
         partition: str | None = typer.Option(None, help="Partition to submit to."),
         slurm_conf: Path | None = typer.Option(None, help="SLURM_CONF for sbatch."),
@@ -145,20 +160,7 @@ def register(app: typer.Typer) -> None:
         from hetsched.jobs.slurm.client import SlurmClient
         from hetsched.jobs.slurm.workload import submit_requests, submit_workload
 
-        synthetic = None if trace is not None else synthetic
-        table = _load_workload(
-            synthetic,
-            trace,
-            format,
-            start,
-            jobs,
-            seed,
-            estimate,
-            min_run_s,
-            max_run_s,
-            arrival_span_s,
-            max_gpus,
-        )
+        table = workload.load(max_gpus)
         if dry_run:
             for arrival, request in zip(
                 table.submit_time_s.tolist(), submit_requests(table, partition), strict=True
@@ -172,19 +174,11 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command("slurm-experiment")
+    @option_group("workload")
     def slurm_experiment(
         policy: str = typer.Option("sjf", help="hetsched's policy (name or checkpoint)."),
         interval: float = typer.Option(1.0, "--interval", help="Adapter scan interval (s)."),
-        synthetic: str | None = typer.Option("philly", help="Synthetic profile (or --trace)."),
-        trace: Path | None = typer.Option(None, help="A real trace; a window of it is used."),
-        format: str = typer.Option("auto", "--format", help="Trace format."),
-        start: int = typer.Option(0, help="First job of the trace window."),
-        jobs: int = typer.Option(64, help="Jobs in the workload."),
-        seed: int = typer.Option(0, help="Seed of the synthetic trace and estimates."),
-        estimate: str = typer.Option("auto", help="Requested-time model."),
-        min_run_s: float = typer.Option(1.0, help=SCALE_HELP),
-        max_run_s: float = typer.Option(12.0, help=SCALE_HELP),
-        arrival_span_s: float = typer.Option(20.0, help="Last arrival (0 = all at once)."),
+        workload: WorkloadOptions = WorkloadOptions(),
         gpus: int = typer.Option(4, help="Fake GPUs on the local Slurm node."),
         simulate_only: bool = typer.Option(False, help="Skip the live runs (no Slurm needed)."),
         timeout_s: float = typer.Option(900.0, help="Per live arm."),
@@ -198,20 +192,7 @@ def register(app: typer.Typer) -> None:
         from hetsched.jobs.policies import make_policy
         from hetsched.jobs.slurm.experiment import run_experiment, write_results
 
-        synthetic = None if trace is not None else synthetic
-        table = _load_workload(
-            synthetic,
-            trace,
-            format,
-            start,
-            jobs,
-            seed,
-            estimate,
-            min_run_s,
-            max_run_s,
-            arrival_span_s,
-            gpus,
-        )
+        table = workload.load(gpus)
         results = run_experiment(
             table,
             make_policy(policy),
@@ -240,15 +221,15 @@ def register(app: typer.Typer) -> None:
             "policy": policy,
             "interval_s": interval,
             "workload": {
-                "synthetic": synthetic,
-                "trace": str(trace) if trace else None,
-                "start": start,
+                "synthetic": workload.profile,
+                "trace": str(workload.trace) if workload.trace else None,
+                "start": workload.start,
                 "jobs": len(table),
-                "seed": seed,
-                "estimate": estimate,
-                "min_run_s": min_run_s,
-                "max_run_s": max_run_s,
-                "arrival_span_s": arrival_span_s,
+                "seed": workload.seed,
+                "estimate": workload.estimate,
+                "min_run_s": workload.min_run_s,
+                "max_run_s": workload.max_run_s,
+                "arrival_span_s": workload.arrival_span_s,
             },
             "gpus": gpus,
             "gpu_seconds": float((table.run_time_s * table.num_gpus).sum()),
