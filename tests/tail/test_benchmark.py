@@ -1,4 +1,5 @@
-"""Benchmark pieces: latency-model calibration, upstream default scoring, placement invariants."""
+"""Benchmark pieces: latency-model calibration, upstream default scoring, placement invariants,
+background load."""
 
 from __future__ import annotations
 
@@ -6,20 +7,27 @@ import math
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from hetsched.cli import typer_app
 from hetsched.core.errors import DataError
 from hetsched.tail.benchmark import (
     GIB,
+    IDLE,
     POD_REQUESTS,
+    POD_THREADS,
     SCORERS,
     TABLE_I,
+    LatencyModel,
     SimNode,
     calibrate,
     default_score,
     fits_requests,
     node_capacity,
+    parse_background,
     place,
     placement_costs,
+    pod_eff_cores,
     run_benchmark,
 )
 from hetsched.tail.flops import ModelFeatures
@@ -131,3 +139,97 @@ def test_run_benchmark_places_every_pod_reports_eq_16_and_is_deterministic(rows)
             on = [p for p, n in pairs if n == node.name]
             assert sum(POD_REQUESTS[p][0] for p in on) <= node.cores
             assert sum(POD_REQUESTS[p][1] for p in on) <= node.memory_bytes
+
+
+# Recorded with the benchmark as it was before background load existed (conftest rows, seed 0).
+IDLE_GOLDEN = {
+    "default": (["node3", "node4", "node4", "node2", "node3", "node1"], 0.09666958719926594),
+    "p90": (["node3", "node2", "node2", "node4", "node4", "node4"], 0.10411161005608476),
+    "p90-node": (["node3", "node2", "node3", "node3", "node4", "node4"], 0.08440454184483631),
+}
+
+
+def test_idle_background_is_the_benchmark_before_background(rows):
+    report = run_benchmark(rows, seeds=[0], pods_n=6, queries=64, slo_ms=50.0)
+    seed = report["seeds"][0]
+    assert report["background_range"] == [0.0, 0.0]
+    assert seed["background"] == {n.name: 0.0 for n in TABLE_I}
+    for scorer, (placement, mean_avg_np90) in IDLE_GOLDEN.items():
+        assert seed[scorer]["placement"] == placement
+        assert seed[scorer]["mean_avg_np90_s"] == pytest.approx(mean_avg_np90, rel=1e-12)
+    for node in TABLE_I:
+        for pods in range(6):
+            assert node_capacity(node, pods) == node_capacity(node, pods, 0.0)
+            assert pod_eff_cores(node, pods) == min(POD_THREADS, node.cores / max(pods, 1))
+
+
+def test_background_is_observed_and_slows_pods_but_never_speeds_them():
+    latency = LatencyModel(k=-22.0, alpha=0.9, sigma=0.0)
+    for node in TABLE_I:
+        for pods in range(6):
+            previous_s, previous_busy = 0.0, 0.0
+            for b in np.linspace(0.0, 0.95, 20):
+                cap = node_capacity(node, pods, b)
+                busy = pods * POD_THREADS / node.cores + b
+                assert cap.u_cores == cap.u_freq == pytest.approx(min(1.0, busy))  # clamps at 1
+                assert cap.cpu_eff >= 0.0 and cap.u_cores >= previous_busy
+                eff = pod_eff_cores(node, pods, b)
+                assert eff == pytest.approx(min(POD_THREADS, node.cores * (1 - b) / max(pods, 1)))
+                latency_s = latency.median_latency_s(8e9, eff)
+                assert latency_s >= previous_s  # more background: never faster
+                previous_s, previous_busy = latency_s, cap.u_cores
+    # 8 idle cores hold two 4-thread pods at full speed; half the node busy leaves each 2 cores.
+    assert pod_eff_cores(TABLE_I[1], 2, 0.0) == 4.0 and pod_eff_cores(TABLE_I[1], 2, 0.5) == 2.0
+    assert node_capacity(TABLE_I[1], 1, 0.5).cpu_eff == 0.0
+
+
+def _placed(scorer: str, background: tuple[float, ...], seed: int) -> list[int]:
+    features = {"retinanet": _features(30e9), "resnet50": _features(8e9)}
+    pods = ["retinanet", "resnet50", "retinanet", "resnet50", "resnet50"]
+    rng = np.random.default_rng(seed)
+    return place(pods, features, scorer, CpuEffRegressor(), rng, background=background)
+
+
+def test_default_scorer_is_blind_to_background_and_p90_scorers_see_it():
+    loaded_node4 = (0.0, 0.0, 0.0, 0.9)
+    for seed in range(4):
+        idle = _placed("default", IDLE, seed)
+        assert idle == _placed("default", loaded_node4, seed)
+        assert idle == _placed("default", (0.5, 0.3, 0.7, 0.2), seed)
+        for scorer in ("p90", "p90-node"):
+            assert _placed(scorer, IDLE, seed)[0] == 3  # idle: the 16-core node4 first
+            assert _placed(scorer, loaded_node4, seed)[0] == 2  # node4 90 % busy: 1.6 cores left
+
+
+def test_background_run_reproduces_and_keeps_the_pod_sequence(rows):
+    kwargs = {"seeds": [0, 1], "pods_n": 4, "queries": 32, "background": (0.0, 0.75)}
+    report = run_benchmark(rows, **kwargs)
+    assert run_benchmark(rows, **kwargs) == report
+    idle = run_benchmark(rows, seeds=[0, 1], pods_n=4, queries=32)
+    loads = [tuple(s["background"].values()) for s in report["seeds"]]
+    assert loads[0] != loads[1] and all(0.0 <= b < 0.75 for b in loads[0] + loads[1])
+    assert report["background_range"] == [0.0, 0.75]
+    for loaded, quiet in zip(report["seeds"], idle["seeds"], strict=True):
+        assert loaded["pods"] == quiet["pods"]
+        assert loaded["default"]["placement"] == quiet["default"]["placement"]
+        for scorer in SCORERS:  # same pods and query noise, less CPU: no pod gets faster
+            pairs = zip(loaded[scorer]["pod_p90_s"], quiet[scorer]["pod_p90_s"], strict=True)
+            if loaded[scorer]["placement"] == quiet[scorer]["placement"]:
+                assert all(a >= b for a, b in pairs)
+    with pytest.raises(DataError, match="--background"):
+        run_benchmark(rows, seeds=[0], background=(0.5, 0.2))
+
+
+@pytest.mark.parametrize(
+    "text", ["a,b", "0.5", "0,0.5,0.7", "0,1", "-0.1,0.5", "0.6,0.3", "nan,0.5"]
+)
+def test_bad_background_is_rejected_naming_the_flag(text):
+    with pytest.raises(DataError, match="--background"):
+        parse_background(text)
+    result = CliRunner().invoke(typer_app, ["tail", "benchmark", "--background", text])
+    assert result.exit_code != 0 and "--background" in str(result.exception)
+
+
+def test_background_parses_a_uniform_range():
+    assert parse_background("0,0.75") == (0.0, 0.75)
+    assert parse_background("0.3,0.3") == (0.3, 0.3)

@@ -11,9 +11,20 @@ pods whose P90 exceeds a target.
 
 Simulated node latency model, calibrated from measured rows (harness CSV):
     log p90 = k + log FLOPs − α · log(cores_share · FREQ_eff / FREQ)
-where cores_share = min(threads, cores / pods_on_node) and every query gets lognormal noise with the
-residual spread of the fit. The regressor of (b) and (c) is trained on monitoring data of the same
-simulated cluster (random pod mixes), as the paper trains on its cluster's Prometheus data.
+where cores_share = min(threads, cores · (1 − b) / pods_on_node) and every query gets lognormal
+noise with the residual spread of the fit. The regressor of (b) and (c) is trained on monitoring
+data of the same simulated cluster (random pod mixes), as the paper trains on its cluster's
+Prometheus data.
+
+Background load b (optional, ``background=(lo, hi)``; default (0, 0), the idle cluster): the
+paper's nodes carry live load that requests do not show — BestEffort pods and daemons outside
+Kubernetes declare no requests. Each node of a seed gets b ~ U[lo, hi] of its cores, and it enters
+all three views alike: what a scheduler observes (eqs. 6-8, busy = min(1, b + pods · threads /
+cores)), the latency model (the pods split the cores the background leaves, cores · (1 − b)) and the
+monitoring rows the regressor learns from (each row with its own b from the same range). The
+default scorer sees requests only, so b never changes its choice. Treating b as cores the pods
+cannot take back is the pessimistic end: it fits daemons outside the kubepods cgroup, while CFS
+would weight true BestEffort pods (cpu.shares 2) down against pods with requests.
 """
 
 from __future__ import annotations
@@ -55,6 +66,9 @@ SCORERS = ("default", "p90", "p90-node")
 PLACEMENT_OBJECTIVES = ("sum", "avg_np90")
 # Picked on seeds 100-109 (never the reported 0-4): avg_np90 beat sum by 33-49 ms of AVG_NP90.
 DEFAULT_OBJECTIVE = "avg_np90"
+IDLE = (0.0,) * len(TABLE_I)  # background fraction of every node's cores on the idle cluster
+# The background draws' own random stream within each seed, next to the seed's main stream.
+BACKGROUND_STREAM = 3
 
 
 @dataclass(frozen=True)
@@ -81,14 +95,35 @@ def calibrate(rows: list[dict]) -> LatencyModel:
     return LatencyModel(float(k), float(np.clip(alpha, 0.1, 1.0)), min(sigma, 0.5))
 
 
-def pod_eff_cores(node: SimNode, pods_on_node: int) -> float:
-    """Cores a pod effectively gets: its threads, shared evenly when the node is oversubscribed."""
-    return min(POD_THREADS, node.cores / max(pods_on_node, 1))
+def check_background(lo: float, hi: float) -> tuple[float, float]:
+    """A background range must be fractions of a node's cores, ``0 <= lo <= hi < 1``.
+
+    b = 1 would leave the pods no CPU at all, and lo > hi is no range; NaN fails as well.
+    """
+    if not 0.0 <= lo <= hi < 1.0:
+        raise DataError(f"--background must be 'lo,hi' with 0 <= lo <= hi < 1, got {lo},{hi}")
+    return lo, hi
 
 
-def node_capacity(node: SimNode, pods_on_node: int) -> NodeCapacity:
-    """Eqs. 6-8 as a scheduler would observe them with ``pods_on_node`` pods running."""
-    busy = min(1.0, pods_on_node * POD_THREADS / node.cores)
+def parse_background(text: str) -> tuple[float, float]:
+    """Reads ``--background lo,hi`` (two numbers) into a checked range."""
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise DataError(f"--background must be two numbers 'lo,hi', got {text!r}") from None
+    return check_background(lo, hi)
+
+
+def pod_eff_cores(node: SimNode, pods_on_node: int, background: float = 0.0) -> float:
+    """Cores a pod effectively gets: its threads, or an even CFS share of the cores the background
+    leaves, cores · (1 − b) / pods, when the node is oversubscribed."""
+    return min(POD_THREADS, node.cores * (1.0 - background) / max(pods_on_node, 1))
+
+
+def node_capacity(node: SimNode, pods_on_node: int, background: float = 0.0) -> NodeCapacity:
+    """Eqs. 6-8 as a scheduler would observe them with ``pods_on_node`` pods running next to a
+    best-effort ``background`` fraction of the cores; utilisation cannot exceed a full node."""
+    busy = min(1.0, background + pods_on_node * POD_THREADS / node.cores)
     return NodeCapacity(node.name, node.cores, node.freq_ghz, busy, busy)
 
 
@@ -146,6 +181,7 @@ def place(
     regressor,
     rng,
     objective: str = DEFAULT_OBJECTIVE,
+    background: tuple[float, ...] = IDLE,
 ) -> list[int]:
     """Places pods one after another; returns each pod's node index.
 
@@ -154,7 +190,8 @@ def place(
     (ours: lowest :func:`placement_costs`, i.e. the new pod's predicted P90 plus the predicted
     slowdown of the pods already on the node). For the neighbours, every pod on a node after the
     placement sees the others' load the scheduler observes now (pods are alike in threads), so
-    their new prediction uses the same live capacity as the new pod's.
+    their new prediction uses the same live capacity as the new pod's. ``background`` (fraction of
+    each node's cores, :data:`TABLE_I` order) is live load only the P90 scorers observe.
     """
     if scorer not in SCORERS:
         raise DataError(f"scorer must be one of {SCORERS}, got {scorer!r}")
@@ -170,7 +207,7 @@ def place(
             scores = [default_score(n, used[i], req) for i, n in enumerate(TABLE_I)]
         else:
             # Live eqs. 6-8 of every node, the pods placed so far included (what a scheduler sees).
-            caps = [node_capacity(n, counts[i]) for i, n in enumerate(TABLE_I)]
+            caps = [node_capacity(n, counts[i], background[i]) for i, n in enumerate(TABLE_I)]
             by_model = {m: list(predictor.predict(f, caps).values()) for m, f in features.items()}
             if scorer == "p90":
                 scores = [-p for p in by_model[model]]
@@ -194,27 +231,49 @@ def place(
     return placement
 
 
-def run_queries(pods, placement, features, latency: LatencyModel, queries: int, rng) -> list[float]:
-    """Single-stream P90 of each pod given its node's co-located pods."""
+def run_queries(
+    pods,
+    placement,
+    features,
+    latency: LatencyModel,
+    queries: int,
+    rng,
+    background: tuple[float, ...] = IDLE,
+) -> list[float]:
+    """Single-stream P90 of each pod given its node's co-located pods and background load."""
     counts = np.bincount(placement, minlength=len(TABLE_I))
     out = []
     for model, node_idx in zip(pods, placement, strict=True):
-        node = TABLE_I[node_idx]
-        med = latency.median_latency_s(features[model].flops, pod_eff_cores(node, counts[node_idx]))
+        cores = pod_eff_cores(TABLE_I[node_idx], counts[node_idx], background[node_idx])
+        med = latency.median_latency_s(features[model].flops, cores)
         out.append(p90(list(med * rng.lognormal(0.0, latency.sigma, queries))))
     return out
 
 
-def monitoring_rows(features, latency: LatencyModel, rng, samples: int = 400) -> list[dict]:
-    """Training data from the simulated cluster: random pod counts per node, observed P90."""
+def monitoring_rows(
+    features,
+    latency: LatencyModel,
+    rng,
+    background_rng,
+    background: tuple[float, float] = (0.0, 0.0),
+    samples: int = 400,
+) -> list[dict]:
+    """Training data from the simulated cluster: random pod counts and background per node,
+    observed P90.
+
+    The background of each row is drawn from ``background_rng`` over the benchmark's range, so the
+    regressor has seen the loads it will be asked about; ``rng`` draws everything else, exactly as
+    on the idle cluster.
+    """
     rows = []
     models = list(features)
     for t in range(samples):
         node = TABLE_I[rng.integers(len(TABLE_I))]
         others = int(rng.integers(0, 6))
         model = models[rng.integers(len(models))]
-        cap = node_capacity(node, others)
-        med = latency.median_latency_s(features[model].flops, pod_eff_cores(node, others + 1))
+        b = float(background_rng.uniform(*background))
+        cap = node_capacity(node, others, b)
+        med = latency.median_latency_s(features[model].flops, pod_eff_cores(node, others + 1, b))
         rows.append(
             {
                 "timestamp_s": float(t),
@@ -230,6 +289,27 @@ def monitoring_rows(features, latency: LatencyModel, rng, samples: int = 400) ->
     return rows
 
 
+def scorer_result(
+    pod_p90_s: list[float], placement: list[int], slo_ms: float | None
+) -> dict[str, object]:
+    """One scorer's outcome on one seed: placement, pod P90s, AVG_NP90 per node and the SLO rate."""
+    avg_np90 = {}
+    for i, node in enumerate(TABLE_I):
+        on_node = [p for p, n in zip(pod_p90_s, placement, strict=True) if n == i]
+        if on_node:
+            avg_np90[node.name] = sum(on_node) / len(on_node)  # eq. 16
+    return {
+        "placement": [TABLE_I[i].name for i in placement],
+        "pod_p90_s": pod_p90_s,
+        "avg_np90_s": avg_np90,
+        "mean_avg_np90_s": float(np.mean(list(avg_np90.values()))),
+        "mean_pod_p90_s": float(np.mean(pod_p90_s)),
+        "slo_violation_rate": (
+            float(np.mean([p * 1e3 > slo_ms for p in pod_p90_s])) if slo_ms is not None else None
+        ),
+    }
+
+
 def run_benchmark(
     measured: list[dict],
     seeds: list[int],
@@ -238,60 +318,68 @@ def run_benchmark(
     slo_ms: float | None = None,
     regressor_name: str = "random_forest",
     objective: str = DEFAULT_OBJECTIVE,
+    background: tuple[float, float] = (0.0, 0.0),
 ) -> dict:
-    """Every scorer of :data:`SCORERS` on the same pod sequence and query noise per seed; AVG_NP90
-    per node (eq. 16) and summaries. ``objective`` is the ``"p90-node"`` scorer's cost."""
+    """Every scorer of :data:`SCORERS` on the same pod sequence, background and query noise per
+    seed; AVG_NP90 per node (eq. 16) and summaries. ``objective`` is the ``"p90-node"`` scorer's
+    cost; ``background`` the range each node's best-effort load is drawn from (module docstring).
+    """
     from hetsched.tail.models import resolve_model_features
     from hetsched.tail.regressors import REGRESSORS, FittedRegressor, feature_matrix, log_target
 
+    check_background(*background)
     latency = calibrate(measured)
     features = {m: resolve_model_features(m) for m in POD_REQUESTS}
     per_seed = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        train = monitoring_rows(features, latency, rng)
+        # Background draws come from their own stream of the seed, so the pod sequence, the
+        # monitoring rows' pods and the query noise are the same for every background range, and
+        # the idle cluster's results are exactly those of the benchmark without background.
+        background_rng = np.random.default_rng([seed, BACKGROUND_STREAM])
+        node_bg = tuple(float(b) for b in background_rng.uniform(*background, size=len(TABLE_I)))
+        train = monitoring_rows(features, latency, rng, background_rng, background)
         fitted = FittedRegressor(regressor_name, REGRESSORS.create(regressor_name, seed=seed))
         fitted.estimator.fit(feature_matrix(train), log_target([r["p90_s"] for r in train]))
         pods = [str(m) for m in rng.choice(list(POD_REQUESTS), size=pods_n)]
-        result = {"seed": seed, "pods": pods}
+        result = {
+            "seed": seed,
+            "pods": pods,
+            "background": {n.name: b for n, b in zip(TABLE_I, node_bg, strict=True)},
+        }
         for scorer in SCORERS:
             placement = place(
-                pods, features, scorer, fitted, np.random.default_rng(seed + 1), objective
+                pods, features, scorer, fitted, np.random.default_rng(seed + 1), objective, node_bg
             )
-            p90s = run_queries(
-                pods, placement, features, latency, queries, np.random.default_rng(seed + 2)
-            )
-            avg_np90 = {}
-            for i, node in enumerate(TABLE_I):
-                on_node = [p for p, n in zip(p90s, placement, strict=True) if n == i]
-                if on_node:
-                    avg_np90[node.name] = sum(on_node) / len(on_node)  # eq. 16
-            result[scorer] = {
-                "placement": [TABLE_I[i].name for i in placement],
-                "pod_p90_s": p90s,
-                "avg_np90_s": avg_np90,
-                "mean_avg_np90_s": float(np.mean(list(avg_np90.values()))),
-                "mean_pod_p90_s": float(np.mean(p90s)),
-                "slo_violation_rate": (
-                    float(np.mean([p * 1e3 > slo_ms for p in p90s])) if slo_ms is not None else None
-                ),
-            }
+            query_rng = np.random.default_rng(seed + 2)
+            p90s = run_queries(pods, placement, features, latency, queries, query_rng, node_bg)
+            result[scorer] = scorer_result(p90s, placement, slo_ms)
         per_seed.append(result)
-    summary = {
-        s: {
-            "mean_avg_np90": summarize([r[s]["mean_avg_np90_s"] for r in per_seed]).mean,
-            "mean_pod_p90": summarize([r[s]["mean_pod_p90_s"] for r in per_seed]).mean,
-        }
-        for s in SCORERS
-    }
     return {
         "latency_model": latency.__dict__,
         "objective": objective,
+        "background_range": list(background),
         "seeds": per_seed,
-        "summary": summary,
+        "summary": summarize_seeds(per_seed, slo_ms),
         "queries": queries,
         "slo_ms": slo_ms,
     }
+
+
+def summarize_seeds(per_seed: list[dict], slo_ms: float | None) -> dict[str, dict]:
+    """Each scorer's means over seeds: AVG_NP90, pod P90 and (with an SLO) the violation rate."""
+    summary = {}
+    for s in SCORERS:
+        summary[s] = {
+            "mean_avg_np90": summarize([r[s]["mean_avg_np90_s"] for r in per_seed]).mean,
+            "mean_pod_p90": summarize([r[s]["mean_pod_p90_s"] for r in per_seed]).mean,
+            "slo_violation_rate": (
+                summarize([r[s]["slo_violation_rate"] for r in per_seed]).mean
+                if slo_ms is not None
+                else None
+            ),
+        }
+    return summary
 
 
 def plot_avg_np90(report: dict, path) -> None:
@@ -321,6 +409,8 @@ def plot_avg_np90(report: dict, path) -> None:
         ax.bar(np.arange(len(names)) + (j - 1) * width, vals, width, label=labels[scorer])
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("AVG_NP90 (ms), mean over seeds")
+    lo, hi = report["background_range"]
+    ax.set_title(f"background load per node ~ U[{lo:g}, {hi:g}] of its cores", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
