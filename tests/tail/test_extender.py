@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
+import socket
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
-from hetsched.tail.extender import NEUTRAL_SCORE, handle_prioritize, serve_in_thread
+from hetsched.tail.extender import NEUTRAL_SCORE, handle_prioritize, serve_in_thread, warm_up
+from hetsched.tail.flops import ModelFeatures
+from hetsched.tail.models import resolve_model_features
+from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.scoring import P90Scorer, scores_from_p90
+from hetsched.tail.zoo import MODELS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -96,3 +103,82 @@ def test_failing_model_gives_neutral_scores(fitted):
     args["Pod"]["metadata"]["annotations"]["hetsched.io/model"] = "no-such-model"
     result = handle_prioritize(P90Scorer(fitted), args)
     assert {h["Score"] for h in result} == {NEUTRAL_SCORE}
+
+
+def test_replies_are_the_json_the_stdlib_would_send(extender, fitted):
+    """orjson encodes compactly; what matters is that the reply parses to the stdlib's payload,
+    node names with escapes and non-ASCII characters included."""
+    args = load("extender_args_nodes.json")
+    for i, node in enumerate(args["Nodes"]["items"]):
+        node["metadata"]["name"] = f'nœud-{i} "\\" \u2603'
+    reply = httpx.post(f"{extender}/prioritize", content=json.dumps(args).encode())
+    assert reply.status_code == 200 and reply.headers["content-type"] == "application/json"
+    expected = handle_prioritize(P90Scorer(fitted), args)
+    assert json.loads(reply.content) == json.loads(json.dumps(expected))
+    assert [h["Host"] for h in reply.json()] == [
+        n["metadata"]["name"] for n in args["Nodes"]["items"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"[1, 2", b'{"Pod": NaN}', b'{"Pod": {}, "NodeNames": ["\xff\xfe"]}']
+)
+def test_bad_bodies_get_400_with_a_message(extender, body):
+    reply = httpx.post(f"{extender}/prioritize", content=body)
+    assert reply.status_code == 400
+    assert reply.json()["Error"].startswith("malformed extender request")
+
+
+def test_bad_content_length_gets_400_on_a_kept_connection(extender):
+    port = int(extender.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"POST /prioritize HTTP/1.1\r\nHost: x\r\nContent-Length: lots\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 400 ")
+
+
+class CountingRegressor:
+    """Predicts P90 = 1 / cpu_eff and records the rows it was asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[dict]] = []
+
+    def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
+        self.calls.append(rows)
+        return np.array([1.0 / r["cpu_eff"] for r in rows], dtype=np.float32)
+
+
+def test_predict_asks_once_per_distinct_node_shape():
+    regressor = CountingRegressor()
+    model = ModelFeatures("m", 10**9, 10.0, 0, 0, 0, 0)
+    nodes = [NodeCapacity(f"n{i}", 1 + i % 2, 2.3, 0.0, 0.0) for i in range(6)]
+    p90 = P90Scorer(regressor).predict(model, nodes)
+    assert len(regressor.calls) == 1 and [r["cpu_eff"] for r in regressor.calls[0]] == [1.0, 2.0]
+    assert regressor.calls[0][0] == {
+        "size_mb": 10.0,
+        "flops": 10**9,
+        "cpu_eff": 1.0,
+        "freq_eff_ghz": 2.3,
+    }
+    assert p90 == {f"n{i}": [1.0, 0.5][i % 2] for i in range(6)}
+    assert all(type(p) is float for p in p90.values())
+
+
+def test_warm_up_resolves_the_zoo_and_freezes_the_heap(fitted):
+    warm_up(P90Scorer(fitted))
+    assert gc.get_freeze_count() > 0
+    misses = resolve_model_features.cache_info().misses
+    for ref in MODELS.names():
+        args = load("extender_args_nodes.json")
+        args["Pod"]["metadata"]["annotations"]["hetsched.io/model"] = ref
+        assert {h["Score"] for h in handle_prioritize(P90Scorer(fitted), args)} != {NEUTRAL_SCORE}
+    assert resolve_model_features.cache_info().misses == misses  # no model built on a request
+
+
+def test_warm_up_survives_a_failing_regressor():
+    """The server must still start (and answer neutral scores) when the model cannot predict."""
+
+    class Failing:
+        def predict_p90_s(self, rows):
+            raise RuntimeError("broken model file")
+
+    warm_up(P90Scorer(Failing()))

@@ -47,23 +47,17 @@ class P90Scorer:
     live: dict[str, NodeCapacity] = field(default_factory=dict)
 
     def predict(self, model: ModelFeatures, nodes: list[NodeCapacity]) -> dict[str, float]:
-        rows = [
-            {
-                "size_mb": model.size_mb,
-                "flops": model.flops,
-                "cpu_eff": n.cpu_eff,
-                "freq_eff_ghz": n.freq_eff_ghz,
-            }
-            for n in nodes
-        ]
-        # Nodes of one shape and load share a prediction: predict each distinct row once.
-        keys = [tuple(r.values()) for r in rows]
+        """Predicted P90 (s) by node name.
+
+        Nodes of one shape and load share a prediction, so each distinct (cpu_eff, freq_eff)
+        pair is predicted once and only those few rows are built: a 100-node request of four
+        node shapes asks the regressor for four rows, and per-node dicts are not allocated.
+        """
+        keys = [(n.cpu_eff, n.freq_eff_ghz) for n in nodes]
         unique = list(dict.fromkeys(keys))
-        preds = dict(
-            zip(
-                unique,
-                self.regressor.predict_p90_s([dict(zip(rows[0], k, strict=True)) for k in unique]),
-                strict=True,
-            )
-        )
-        return {n.name: float(preds[k]) for n, k in zip(nodes, keys, strict=True)}
+        rows = [
+            {"size_mb": model.size_mb, "flops": model.flops, "cpu_eff": cpu, "freq_eff_ghz": freq}
+            for cpu, freq in unique
+        ]
+        preds = dict(zip(unique, self.regressor.predict_p90_s(rows).tolist(), strict=True))
+        return {n.name: preds[k] for n, k in zip(nodes, keys, strict=True)}
