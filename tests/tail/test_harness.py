@@ -63,3 +63,36 @@ def test_measure_one_rejects_more_threads_than_cores():
     node = EmulatedNode("one", (0,), 2.3)
     with pytest.raises(HetschedError, match="threads"):
         measure_one(None, "cnn-s", node, 0.0, 8, torch_threads=2)
+
+
+def test_measure_grid_appends_each_row_so_an_interrupted_run_keeps_its_points(
+    tmp_path, monkeypatch
+):
+    import csv
+
+    from hetsched.tail import harness
+
+    class FakeWorker:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    measured = []
+
+    def fake_measure_one(worker, model, node, duty, queries, threads):
+        if len(measured) == 2:
+            raise HetschedError("worker died")
+        measured.append((model, duty))
+        return dict.fromkeys(harness.CSV_COLUMNS, 0.0) | {"model": model, "contention_duty": duty}
+
+    monkeypatch.setattr(harness, "MeasurementWorker", FakeWorker)
+    monkeypatch.setattr(harness, "measure_one", fake_measure_one)
+    out = tmp_path / "sub" / "rows.csv"
+    node = EmulatedNode("n", (0,), 2.3)
+    with pytest.raises(HetschedError, match="worker died"):
+        harness.measure_grid({"cnn-s": 4}, [node], [0.0, 0.4, 0.8], out_csv=out)
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["model"], float(r["contention_duty"])) for r in rows] == measured
+    assert list(rows[0]) == list(harness.CSV_COLUMNS)

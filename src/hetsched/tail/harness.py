@@ -26,11 +26,13 @@ no scheduler can observe before placing it; the arrival features are free of tha
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from hetsched.core.errors import DataError, HetschedError
 from hetsched.tail.node_features import NodeCapacity, local_capacity
@@ -406,12 +408,17 @@ def measure_grid(
     exporter: LatencyExporter | None = None,
     torch_threads: int = 0,
     seed: int = 0,
+    out_csv: Path | None = None,
 ) -> list[dict]:
     """Measures every (model, node, duty) ``repeats`` times; ``models`` maps name -> queries.
 
     Each repeat is one pass over the grid in a seeded random order, so a drift in the machine's
-    outside load lands on all cells alike instead of on the last models or duties.
+    outside load lands on all cells alike instead of on the last models or duties. With
+    ``out_csv`` every row is appended (and flushed) as soon as it is measured: a long run that is
+    interrupted keeps the points it already has.
     """
+    import csv
+
     import numpy as np
     from rich.progress import track
 
@@ -419,22 +426,24 @@ def measure_grid(
     grid = [(m, n, d) for m in models for n in nodes for d in duties]
     points = [grid[i] for _ in range(repeats) for i in rng.permutation(len(grid))]
     rows = []
-    with MeasurementWorker() as worker:
+    with MeasurementWorker() as worker, _csv_sink(out_csv) as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS) if handle else None
+        if writer:
+            writer.writeheader()
         for model, node, duty in track(points, description="measuring"):
             row = measure_one(worker, model, node, duty, models[model], torch_threads)
             if exporter is not None:
                 exporter.record(row)
             rows.append({k: row[k] for k in CSV_COLUMNS})
+            if writer:
+                writer.writerow(rows[-1])
+                handle.flush()
     return rows
 
 
-def write_csv(rows: list[dict], path) -> None:
-    """Writes measurement rows with the fixed column order of :data:`CSV_COLUMNS`."""
-    import csv
-    from pathlib import Path
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+def _csv_sink(path: Path | None):
+    """An open text file for ``path`` (its folder created), or a null context for None."""
+    if path is None:
+        return contextlib.nullcontext()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", newline="")
