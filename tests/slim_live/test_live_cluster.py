@@ -13,7 +13,7 @@ from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.checkpoint import save_checkpoint
 from hetsched.slim.data import load_dataset
-from hetsched.slim.live_cluster import LiveSetup
+from hetsched.slim.live_cluster import LiveSetup, _choose_devices
 from hetsched.slim.model import SlimResNet
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.scenario import ScenarioConfig, build_cluster
@@ -49,6 +49,24 @@ def test_step_waits_for_an_expected_hand_off_and_ends_when_nothing_is_left():
     assert not loop.step()
 
 
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """These tests check the CPU defaults, also on a machine with a GPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_default_devices_share_the_gpus_round_robin_else_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert _choose_devices(3, None)[0] == ("cuda:0", "cuda:1", "cuda:0")
+    assert _choose_devices(2, ["cpu", "cuda:0"])[0] == ("cpu", "cuda:0")
+    with pytest.raises(ConfigError, match="give --live-devices with 3 devices"):
+        _choose_devices(3, ["cpu"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _choose_devices(3, None)[0] == ("cpu", "cpu", "cpu")
+
+
+@pytest.mark.usefixtures("cpu_only")
 def test_every_image_runs_all_four_segments_once_and_is_judged_by_its_real_logits(checkpoint):
     dataset = load_dataset(DATA)
     opened = LiveSetup.open(checkpoint, 2, (0.25, 0.5, 0.75, 1.0))
@@ -90,6 +108,7 @@ def invoke(*args):
     return result.output
 
 
+@pytest.mark.usefixtures("cpu_only")
 def test_experiment_and_evaluate_router_run_live_end_to_end(checkpoint, tmp_path):
     live = ["--live", "--checkpoint", str(checkpoint), "--images", "8", "--rate", "100"]
     out = invoke("experiment", *live, "--seeds", "0", "--steps", "32", "--out", str(tmp_path))

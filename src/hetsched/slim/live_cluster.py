@@ -192,8 +192,10 @@ def _choose_devices(
     if devices:
         chosen, note = tuple(devices), "as given"
     elif torch.cuda.is_available():
+        # Fewer GPUs than servers (one H100 for a 3-server scenario, say): servers share them.
         count = torch.cuda.device_count()
-        chosen, note = tuple(f"cuda:{i}" for i in range(count)), "one per CUDA device"
+        chosen = tuple(f"cuda:{i % count}" for i in range(server_count))
+        note = f"{count} CUDA device(s) shared round-robin by the servers"
     else:
         chosen = ("cpu",) * server_count
         note = "no CUDA device here: all servers share this machine's CPU"
