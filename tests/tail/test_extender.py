@@ -121,7 +121,17 @@ def test_replies_are_the_json_the_stdlib_would_send(extender, fitted):
 
 
 @pytest.mark.parametrize(
-    "body", [b"", b"[1, 2", b'{"Pod": NaN}', b'{"Pod": {}, "NodeNames": ["\xff\xfe"]}']
+    "body",
+    [
+        b"",
+        b"[1, 2",
+        b'{"Pod": NaN}',
+        b'{"Pod": {}, "NodeNames": ["\xff\xfe"]}',
+        b'{"Pod": {}, "NodeNames": [3]}',
+        b'{"Pod": {}, "Nodes": {"items": [{"metadata": {}}]}}',
+        b'{"Pod": {}, "Nodes": {"items": ["node-1"]}}',
+        b'{"Pod": {}, "Nodes": {"items": [{"metadata": "node-1"}]}}',
+    ],
 )
 def test_bad_bodies_get_400_with_a_message(extender, body):
     reply = httpx.post(f"{extender}/prioritize", content=body)

@@ -58,11 +58,16 @@ def _nodes_of(args: dict) -> list[dict]:
         raise BadRequestError("ExtenderArgs needs a 'Pod' object")
     nodes = args.get("Nodes")
     if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
-        return nodes["items"]
-    names = args.get("NodeNames")
-    if isinstance(names, list):
-        return [{"metadata": {"name": n}} for n in names]
-    raise BadRequestError("ExtenderArgs needs 'Nodes.items' or 'NodeNames'")
+        items = nodes["items"]
+    elif isinstance(args.get("NodeNames"), list):
+        items = [{"metadata": {"name": n}} for n in args["NodeNames"]]
+    else:
+        raise BadRequestError("ExtenderArgs needs 'Nodes.items' or 'NodeNames'")
+    for i, node in enumerate(items):
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise BadRequestError(f"node {i} has no string 'metadata.name'")
+    return items
 
 
 def _predict(scorer: P90Scorer, args: dict, nodes: list[dict]) -> dict[str, float]:
