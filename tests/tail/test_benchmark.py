@@ -29,6 +29,7 @@ from hetsched.tail.benchmark import (
     placement_costs,
     pod_eff_cores,
     run_benchmark,
+    simulated_observer,
 )
 from hetsched.tail.flops import ModelFeatures
 
@@ -90,13 +91,20 @@ def _features(flops: float) -> ModelFeatures:
     return ModelFeatures("m", int(flops), 1.0, int(flops), 0, 0, 0)
 
 
+def _place(pods, features, scorer: str, seed: int, background=IDLE) -> list[int]:
+    """The simulated Table I placement with the hand-made regressor."""
+    rng = np.random.default_rng(seed)
+    observe = simulated_observer(background)
+    return place(pods, features, scorer, CpuEffRegressor(), rng, TABLE_I, observe, POD_REQUESTS)
+
+
 def test_neighbour_aware_scorer_spares_a_loaded_node():
     features = {"retinanet": _features(30e9), "resnet50": _features(8e9)}
     pods = ["retinanet", "resnet50"]
     greedy_second = set()
     for seed in range(6):
-        greedy = place(pods, features, "p90", CpuEffRegressor(), np.random.default_rng(seed))
-        ours = place(pods, features, "p90-node", CpuEffRegressor(), np.random.default_rng(seed))
+        greedy = _place(pods, features, "p90", seed)
+        ours = _place(pods, features, "p90-node", seed)
         # Both start on the 16-core node4. For the second pod node4 (12 cores left) and the idle
         # 12-core node3 look alike to the pod itself; only ours sees the RetinaNet it would slow.
         assert greedy[0] == ours[0] == 3 and ours[1] == 2
@@ -111,9 +119,9 @@ def test_fit_filter_and_exhaustion():
     assert not fits_requests(node, (0.0, 5.5 * GIB), (1.0, 1 * GIB))
     features = {m: _features(8e9) for m in POD_REQUESTS}
     with pytest.raises(DataError, match="fits on no node"):
-        place(["retinanet"] * 21, features, "p90", CpuEffRegressor(), np.random.default_rng(0))
+        _place(["retinanet"] * 21, features, "p90", 0)
     with pytest.raises(DataError, match="scorer"):
-        place(["resnet50"], features, "fastest", CpuEffRegressor(), np.random.default_rng(0))
+        _place(["resnet50"], features, "fastest", 0)
 
 
 def test_run_benchmark_places_every_pod_reports_eq_16_and_is_deterministic(rows):
@@ -186,8 +194,7 @@ def test_background_is_observed_and_slows_pods_but_never_speeds_them():
 def _placed(scorer: str, background: tuple[float, ...], seed: int) -> list[int]:
     features = {"retinanet": _features(30e9), "resnet50": _features(8e9)}
     pods = ["retinanet", "resnet50", "retinanet", "resnet50", "resnet50"]
-    rng = np.random.default_rng(seed)
-    return place(pods, features, scorer, CpuEffRegressor(), rng, background=background)
+    return _place(pods, features, scorer, seed, background)
 
 
 def test_default_scorer_is_blind_to_background_and_p90_scorers_see_it():

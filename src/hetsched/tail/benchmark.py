@@ -30,6 +30,7 @@ would weight true BestEffort pods (cpu.shares 2) down against pods with requests
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,9 @@ DEFAULT_OBJECTIVE = "avg_np90"
 IDLE = (0.0,) * len(TABLE_I)  # background fraction of every node's cores on the idle cluster
 # The background draws' own random stream within each seed, next to the seed's main stream.
 BACKGROUND_STREAM = 3
+# What a scheduler observes before each placement: every node's eqs. 6-8, given the pods placed so
+# far as (model, node index) pairs. The simulation computes them; the live run measures them.
+Observer = Callable[[list[tuple[str, int]]], list[NodeCapacity]]
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,24 @@ def node_capacity(node: SimNode, pods_on_node: int, background: float = 0.0) -> 
     return NodeCapacity(node.name, node.cores, node.freq_ghz, busy, busy)
 
 
+def simulated_observer(background: tuple[float, ...] = IDLE) -> Observer:
+    """Eqs. 6-8 of the :data:`TABLE_I` nodes as the simulation observes them: every pod placed so
+    far busy with its threads, next to each node's ``background`` fraction of the cores."""
+
+    def observe(placed: list[tuple[str, int]]) -> list[NodeCapacity]:
+        counts = [0] * len(TABLE_I)
+        for _, node_idx in placed:
+            counts[node_idx] += 1
+        return [node_capacity(n, counts[i], background[i]) for i, n in enumerate(TABLE_I)]
+
+    return observe
+
+
+def draw_pods(rng, models: Sequence[str], n: int) -> list[str]:
+    """A seed's pod sequence: ``n`` models drawn uniformly, with replacement, from ``models``."""
+    return [str(m) for m in rng.choice(list(models), size=n)]
+
+
 def fits_requests(node: SimNode, used: tuple[float, float], req: tuple[float, float]) -> bool:
     """NodeResourcesFit filter: the node's allocatable cpu and memory hold ``used + req``."""
     return used[0] + req[0] <= node.cores and used[1] + req[1] <= node.memory_bytes
@@ -180,43 +202,47 @@ def place(
     scorer: str,
     regressor,
     rng,
+    nodes: Sequence[SimNode],
+    observe: Observer,
+    requests: dict[str, tuple[float, float]],
     objective: str = DEFAULT_OBJECTIVE,
-    background: tuple[float, ...] = IDLE,
 ) -> list[int]:
     """Places pods one after another; returns each pod's node index.
 
-    Scorers: ``"default"`` (kube-scheduler), ``"p90"`` (the paper: lowest predicted P90 of the new
-    pod from each node's live eqs. 6-8, which include the pods placed so far) and ``"p90-node"``
-    (ours: lowest :func:`placement_costs`, i.e. the new pod's predicted P90 plus the predicted
-    slowdown of the pods already on the node). For the neighbours, every pod on a node after the
-    placement sees the others' load the scheduler observes now (pods are alike in threads), so
-    their new prediction uses the same live capacity as the new pod's. ``background`` (fraction of
-    each node's cores, :data:`TABLE_I` order) is live load only the P90 scorers observe.
+    One code path for the simulated cluster and the live one: ``nodes`` are what the scheduler
+    filters and scores on (allocatable cores and memory), ``requests`` each model's (cpu, memory)
+    request, and ``observe`` gives every node's live eqs. 6-8 with the pods placed so far —
+    computed in the simulation (:func:`simulated_observer`), measured on running pods in the live
+    run. Scorers: ``"default"`` (kube-scheduler, requests only, never observes), ``"p90"`` (the
+    paper: lowest predicted P90 of the new pod) and ``"p90-node"`` (ours: lowest
+    :func:`placement_costs`, i.e. the new pod's predicted P90 plus the predicted slowdown of the
+    pods already on the node). For the neighbours, every pod on a node after the placement sees
+    the others' load the scheduler observes now (pods are alike in threads), so their new
+    prediction uses the same live capacity as the new pod's.
     """
     if scorer not in SCORERS:
         raise DataError(f"scorer must be one of {SCORERS}, got {scorer!r}")
     predictor = P90Scorer(regressor)
-    counts = [0] * len(TABLE_I)
-    used = [(0.0, 0.0) for _ in TABLE_I]
-    on_node: list[list[str]] = [[] for _ in TABLE_I]
-    predicted: list[list[float]] = [[] for _ in TABLE_I]  # current predicted P90 of placed pods
-    placement = []
+    used = [(0.0, 0.0) for _ in nodes]
+    on_node: list[list[str]] = [[] for _ in nodes]
+    predicted: list[list[float]] = [[] for _ in nodes]  # current predicted P90 of placed pods
+    placement: list[int] = []
     for model in pods:
-        req = POD_REQUESTS[model]
+        req = requests[model]
         if scorer == "default":
-            scores = [default_score(n, used[i], req) for i, n in enumerate(TABLE_I)]
+            scores = [default_score(n, used[i], req) for i, n in enumerate(nodes)]
         else:
             # Live eqs. 6-8 of every node, the pods placed so far included (what a scheduler sees).
-            caps = [node_capacity(n, counts[i], background[i]) for i, n in enumerate(TABLE_I)]
+            caps = observe(list(zip(pods[: len(placement)], placement, strict=True)))
             by_model = {m: list(predictor.predict(f, caps).values()) for m, f in features.items()}
             if scorer == "p90":
                 scores = [-p for p in by_model[model]]
             else:
-                after = [[by_model[m][i] for m in on_node[i]] for i in range(len(TABLE_I))]
+                after = [[by_model[m][i] for m in on_node[i]] for i in range(len(nodes))]
                 costs = placement_costs(by_model[model], predicted, after, objective)
                 scores = [-c for c in costs]
         # NodeResourcesFit's filter runs before any scorer: nodes the requests do not fit are out.
-        fits = [i for i, n in enumerate(TABLE_I) if fits_requests(n, used[i], req)]
+        fits = [i for i, n in enumerate(nodes) if fits_requests(n, used[i], req)]
         if not fits:
             raise DataError(f"pod {model} fits on no node: the pods request more than the cluster")
         best = max(scores[i] for i in fits)
@@ -226,7 +252,6 @@ def place(
         on_node[choice].append(model)
         if scorer != "default":
             predicted[choice] = [by_model[m][choice] for m in on_node[choice]]
-        counts[choice] += 1
         used[choice] = (used[choice][0] + req[0], used[choice][1] + req[1])
     return placement
 
@@ -290,16 +315,19 @@ def monitoring_rows(
 
 
 def scorer_result(
-    pod_p90_s: list[float], placement: list[int], slo_ms: float | None
+    pod_p90_s: list[float], placement: list[int], slo_ms: float | None, names: Sequence[str]
 ) -> dict[str, object]:
-    """One scorer's outcome on one seed: placement, pod P90s, AVG_NP90 per node and the SLO rate."""
+    """One scorer's outcome on one seed: placement, pod P90s, AVG_NP90 per node and the SLO rate.
+
+    ``names`` are the nodes' names in the order ``placement`` indexes them.
+    """
     avg_np90 = {}
-    for i, node in enumerate(TABLE_I):
+    for i, name in enumerate(names):
         on_node = [p for p, n in zip(pod_p90_s, placement, strict=True) if n == i]
         if on_node:
-            avg_np90[node.name] = sum(on_node) / len(on_node)  # eq. 16
+            avg_np90[name] = sum(on_node) / len(on_node)  # eq. 16
     return {
-        "placement": [TABLE_I[i].name for i in placement],
+        "placement": [names[i] for i in placement],
         "pod_p90_s": pod_p90_s,
         "avg_np90_s": avg_np90,
         "mean_avg_np90_s": float(np.mean(list(avg_np90.values()))),
@@ -330,6 +358,7 @@ def run_benchmark(
     check_background(*background)
     latency = calibrate(measured)
     features = {m: resolve_model_features(m) for m in POD_REQUESTS}
+    names = [n.name for n in TABLE_I]
     per_seed = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
@@ -341,21 +370,31 @@ def run_benchmark(
         train = monitoring_rows(features, latency, rng, background_rng, background)
         fitted = FittedRegressor(regressor_name, REGRESSORS.create(regressor_name, seed=seed))
         fitted.estimator.fit(feature_matrix(train), log_target([r["p90_s"] for r in train]))
-        pods = [str(m) for m in rng.choice(list(POD_REQUESTS), size=pods_n)]
+        pods = draw_pods(rng, list(POD_REQUESTS), pods_n)
         result = {
             "seed": seed,
             "pods": pods,
             "background": {n.name: b for n, b in zip(TABLE_I, node_bg, strict=True)},
         }
+        observe = simulated_observer(node_bg)
         for scorer in SCORERS:
             placement = place(
-                pods, features, scorer, fitted, np.random.default_rng(seed + 1), objective, node_bg
+                pods,
+                features,
+                scorer,
+                fitted,
+                np.random.default_rng(seed + 1),
+                TABLE_I,
+                observe,
+                POD_REQUESTS,
+                objective,
             )
             query_rng = np.random.default_rng(seed + 2)
             p90s = run_queries(pods, placement, features, latency, queries, query_rng, node_bg)
-            result[scorer] = scorer_result(p90s, placement, slo_ms)
+            result[scorer] = scorer_result(p90s, placement, slo_ms, names)
         per_seed.append(result)
     return {
+        "nodes": names,
         "latency_model": latency.__dict__,
         "objective": objective,
         "background_range": list(background),
@@ -382,14 +421,15 @@ def summarize_seeds(per_seed: list[dict], slo_ms: float | None) -> dict[str, dic
     return summary
 
 
-def plot_avg_np90(report: dict, path) -> None:
-    """Fig. 2-style bars: AVG_NP90 per node for each scorer, averaged over seeds."""
+def plot_avg_np90(report: dict, path, title: str) -> None:
+    """Fig. 2-style bars: AVG_NP90 per node (``report["nodes"]``) for each scorer, averaged over
+    seeds; ``title`` says what the nodes carried (simulated background or this machine's load)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [n.name for n in TABLE_I]
+    names = report["nodes"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     width = 0.27
     labels = {
@@ -409,8 +449,7 @@ def plot_avg_np90(report: dict, path) -> None:
         ax.bar(np.arange(len(names)) + (j - 1) * width, vals, width, label=labels[scorer])
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("AVG_NP90 (ms), mean over seeds")
-    lo, hi = report["background_range"]
-    ax.set_title(f"background load per node ~ U[{lo:g}, {hi:g}] of its cores", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -286,33 +286,21 @@ def schedule(
     console.print(f"{len(bound)} pods bound")
 
 
-@app.command()
-def benchmark(
-    measured: Path = typer.Option(Path("runs/tail/measured.csv"), help="Harness CSV to calibrate."),
-    seeds: str = typer.Option("0,1,2,3,4", help="Comma-separated seeds."),
-    pods: int = typer.Option(10, help="Pods placed one after another."),
-    queries: int = typer.Option(1024, help="Single-stream queries per pod."),
-    slo_ms: float = typer.Option(0.0, help="P90 target for the SLO-violation rate (0: off)."),
-    objective: str = typer.Option("avg_np90", help="p90-node cost: 'avg_np90' or 'sum'."),
-    background: str = typer.Option(
-        "0,0",
-        help="lo,hi: best-effort load per node, a fraction of its cores drawn uniformly per seed "
-        "and node; requests do not show it ('0,0': idle cluster).",
-    ),
-    out: Path = typer.Option(Path("runs/tail/benchmark"), help="Folder for JSON + plot."),
-) -> None:
-    """The paper's experiment on the Table I cluster: default scoring vs predicted-P90 scorers."""
+def _simulated_benchmark(
+    measured: Path,
+    seeds: list[int],
+    pods: int,
+    queries: int,
+    slo_ms: float | None,
+    objective: str,
+    background: str,
+) -> tuple[dict, str]:
+    """The Table I simulation calibrated on harness rows; the report and its plot title."""
     import csv as csv_module
 
-    from hetsched.tail.benchmark import (
-        SCORERS,
-        TABLE_I,
-        parse_background,
-        plot_avg_np90,
-        run_benchmark,
-    )
+    from hetsched.tail.benchmark import parse_background, run_benchmark
 
-    background_range = parse_background(background)
+    lo, hi = parse_background(background)
     if not measured.is_file():
         raise HetschedError(f"no measured data at {measured}; run `hetsched tail measure` first")
     with open(measured, newline="") as handle:
@@ -320,19 +308,54 @@ def benchmark(
             {k: (v if k in ("model", "node") else float(v)) for k, v in r.items()}
             for r in csv_module.DictReader(handle)
         ]
-    seed_list = [int(s) for s in seeds.split(",")]
     report = run_benchmark(
-        rows,
-        seed_list,
-        pods,
-        queries,
-        slo_ms or None,
-        objective=objective,
-        background=background_range,
+        rows, seeds, pods, queries, slo_ms, objective=objective, background=(lo, hi)
     )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "benchmark.json").write_text(json.dumps(report, indent=2))
-    plot_avg_np90(report, out / "avg_np90.png")
+    return report, f"background load per node ~ U[{lo:g}, {hi:g}] of its cores"
+
+
+def _live_benchmark(
+    repo: Path | None,
+    live_nodes: str,
+    live_models: str,
+    seeds: list[int],
+    pods: int,
+    queries: int,
+    slo_ms: float | None,
+    objective: str,
+) -> tuple[dict, str]:
+    """The pods run on this machine's emulated nodes; the report and its plot title."""
+    import os
+
+    from hetsched.core.errors import DataError
+    from hetsched.tail.live_benchmark import resolve_nodes, run_live_benchmark
+    from hetsched.tail.regressors import ModelRepository
+
+    if repo is None:
+        raise HetschedError(
+            "--live needs --repo: a model repository `hetsched tail train` wrote from this "
+            "machine's harness data (the P90 scorers predict with its latest version)"
+        )
+    try:
+        regressor, meta = ModelRepository(repo).load()
+    except DataError as error:
+        raise HetschedError(f"--repo: {error}") from None
+    try:
+        given = _parse_nodes(live_nodes) if live_nodes else None
+    except HetschedError as error:
+        raise HetschedError(f"--live-nodes: {error}") from None
+    nodes = resolve_nodes(given, os.sched_getaffinity(0))
+    models = [m.strip() for m in live_models.split(",") if m.strip()]
+    report = run_live_benchmark(regressor, nodes, models, seeds, pods, queries, slo_ms, objective)
+    report["model_version"] = meta["version"]
+    load = report["load_avg_after"][0]
+    return report, f"live on this machine, {queries} queries per pod, load avg {load:.1f}"
+
+
+def _print_benchmark(report: dict, slo_ms: float | None, out: Path) -> None:
+    """The table of AVG_NP90 and pods per node for each seed and scorer, then the means."""
+    from hetsched.tail.benchmark import SCORERS
+
     table_rows = []
     for r in report["seeds"]:
         for scorer in SCORERS:
@@ -342,19 +365,74 @@ def benchmark(
                 "mean AVG_NP90 ms": 1e3 * r[scorer]["mean_avg_np90_s"],
                 "mean pod P90 ms": 1e3 * r[scorer]["mean_pod_p90_s"],
             }
-            for node in TABLE_I:
-                row[node.name] = r[scorer]["placement"].count(node.name)
+            for name in report["nodes"]:
+                row[name] = r[scorer]["placement"].count(name)
             if slo_ms:
                 row["SLO viol."] = r[scorer]["slo_violation_rate"]
             table_rows.append(row)
     _table("AVG_NP90 (eq. 16), pods per node", table_rows, list(table_rows[0]))
-    if background_range[1] > 0:
+    if report.get("background_range", [0.0, 0.0])[1] > 0:
         for r in report["seeds"]:
             loads = ", ".join(f"{n} {b:.2f}" for n, b in r["background"].items())
             console.print(f"seed {r['seed']} background: {loads}")
+    if "load_avg_before" in report:
+        before, after = report["load_avg_before"][0], report["load_avg_after"][0]
+        console.print(f"this machine's 1-min load average: {before:.2f} before, {after:.2f} after")
     s = report["summary"]
     means = ", ".join(f"{k} {1e3 * v['mean_avg_np90']:.1f} ms" for k, v in s.items())
     console.print(f"mean AVG_NP90 over seeds: {means} → {out}")
     if slo_ms:
         rates = ", ".join(f"{k} {v['slo_violation_rate']:.2f}" for k, v in s.items())
         console.print(f"mean SLO-violation rate (P90 > {slo_ms:g} ms): {rates}")
+
+
+@app.command()
+def benchmark(
+    measured: Path = typer.Option(Path("runs/tail/measured.csv"), help="Harness CSV to calibrate."),
+    seeds: str = typer.Option("0,1,2,3,4", help="Comma-separated seeds."),
+    pods: int = typer.Option(10, min=1, help="Pods placed one after another."),
+    queries: int = typer.Option(1024, min=1, help="Single-stream queries per pod."),
+    slo_ms: float = typer.Option(0.0, help="P90 target for the SLO-violation rate (0: off)."),
+    objective: str = typer.Option("avg_np90", help="p90-node cost: 'avg_np90' or 'sum'."),
+    background: str = typer.Option(
+        "0,0",
+        help="lo,hi: best-effort load per node, a fraction of its cores drawn uniformly per seed "
+        "and node; requests do not show it ('0,0': idle cluster). Simulation only.",
+    ),
+    live: bool = typer.Option(
+        False,
+        "--live",
+        help="Run the pods for real on this machine's emulated nodes (LoadGen), not simulated.",
+    ),
+    repo: Path = typer.Option(
+        None, help="--live: model repository (latest version) for the P90 scorers."
+    ),
+    live_nodes: str = typer.Option(
+        "",
+        help="--live: nodes as core sets, ';' separated (default: Table I / 4, "
+        "'0;1,2;3,4,5;6,7,8,9').",
+    ),
+    live_models: str = typer.Option(
+        "resnet50,retinanet", help="--live: zoo models the pods are drawn from, comma separated."
+    ),
+    out: Path = typer.Option(Path("runs/tail/benchmark"), help="Folder for JSON + plot."),
+) -> None:
+    """The paper's experiment: default scoring vs predicted-P90 scorers, on the simulated Table I
+    cluster or (--live) with real pods on this machine's cores."""
+    from hetsched.tail.benchmark import parse_background, plot_avg_np90
+
+    seed_list = [int(s) for s in seeds.split(",")]
+    if live and parse_background(background) != (0.0, 0.0):
+        raise HetschedError("--background is for the simulation; --live runs under real load")
+    if live:
+        report, title = _live_benchmark(
+            repo, live_nodes, live_models, seed_list, pods, queries, slo_ms or None, objective
+        )
+    else:
+        report, title = _simulated_benchmark(
+            measured, seed_list, pods, queries, slo_ms or None, objective, background
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "benchmark.json").write_text(json.dumps(report, indent=2))
+    plot_avg_np90(report, out / "avg_np90.png", title)
+    _print_benchmark(report, slo_ms or None, out)
