@@ -25,6 +25,9 @@ monitoring rows the regressor learns from (each row with its own b from the same
 default scorer sees requests only, so b never changes its choice. Treating b as cores the pods
 cannot take back is the pessimistic end: it fits daemons outside the kubepods cgroup, while CFS
 would weight true BestEffort pods (cpu.shares 2) down against pods with requests.
+
+:func:`place` takes the nodes, the requests and an observer of eqs. 6-8, so the live variant
+(:mod:`hetsched.tail.live_benchmark`: real pods on this machine's cores) places by the same code.
 """
 
 from __future__ import annotations
@@ -450,7 +453,8 @@ def plot_avg_np90(report: dict, path, title: str) -> None:
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("AVG_NP90 (ms), mean over seeds")
     ax.set_title(title, fontsize=9)
-    ax.legend()
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.4)  # headroom, so the legend sits above the bars
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -16,10 +16,11 @@ default scorer sees requests only; the P90 scorers see eqs. 6-8 measured with
 :func:`~hetsched.tail.node_features.local_capacity` on every node's cores *while the pods placed so
 far run* (the paper's premise: the next placement observes real utilisation), and predict with the
 regressor trained on this machine's harness data. Once all pods of a scorer run, each serves
-``queries`` LoadGen single-stream queries at once with the others; P90 per pod is eq. 10 and
-AVG_NP90 per node eq. 16. A pod that finishes early keeps looping until the last one is done, so
-every measured query ran next to the same neighbours (the simulation's assumption too). Then the
-scorer's pods stop, before the next scorer places its own.
+``queries`` LoadGen single-stream queries at once with the others (each from the end of its
+current loading run, i.e. within about :data:`LOOP_S`); P90 per pod is eq. 10 and AVG_NP90 per
+node eq. 16. A pod that finishes early keeps looping until the last one is done, so every measured
+query ran next to the same neighbours (the simulation's assumption too). Then the scorer's pods
+stop, before the next scorer places its own.
 
 The nodes share this machine with whatever else runs on it: its load average is in the report.
 """
@@ -60,7 +61,6 @@ from hetsched.tail.node_features import NodeCapacity, local_capacity
 # One core of this machine stands for this many Table I cores (16 Table I cores -> 4 here).
 LIVE_SCALE = 4
 LIVE_POD_THREADS = POD_THREADS // LIVE_SCALE
-DEFAULT_LIVE_MODELS = ("resnet50", "retinanet")
 # Seconds of queries per LoadGen run while a pod only loads its node: long enough that a run's
 # fixed cost (~15 ms here: LoadGen setup, warm-up, counters) leaves the core busy with inference,
 # short enough that a measurement request or a stop waits little. The first run has 2 queries.
