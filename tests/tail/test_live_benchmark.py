@@ -176,6 +176,7 @@ def test_live_run_places_measures_and_stops_every_pod(tmp_path, repo_dir):
             "--live-nodes",
         ),
         (["--repo", "{repo}", "--live-nodes", "0", "--background", "0,0.5"], "--background"),
+        (["--repo", "{repo}", "--live-nodes", "0", "--objective", "max"], "--objective"),
     ],
 )
 def test_bad_live_input_is_rejected_naming_the_flag(tmp_path, repo_dir, args, flag):

@@ -39,6 +39,7 @@ import numpy as np
 from hetsched.core.errors import DataError, HetschedError
 from hetsched.tail.benchmark import (
     DEFAULT_OBJECTIVE,
+    PLACEMENT_OBJECTIVES,
     POD_REQUESTS,
     POD_THREADS,
     SCORERS,
@@ -358,6 +359,8 @@ def run_live_benchmark(
     from hetsched.tail.models import resolve_model_features
 
     check_models(models)
+    if objective not in PLACEMENT_OBJECTIVES:  # before any pod runs, not at the third scorer
+        raise DataError(f"--objective must be one of {PLACEMENT_OBJECTIVES}, got {objective!r}")
     requests = live_requests(models)
     pods_by_seed = {s: draw_pods(np.random.default_rng(s), models, pods_n) for s in seeds}
     for seed, pods in pods_by_seed.items():
