@@ -149,6 +149,20 @@ def test_run_benchmark_places_every_pod_reports_eq_16_and_is_deterministic(rows)
             assert sum(POD_REQUESTS[p][1] for p in on) <= node.memory_bytes
 
 
+def test_summary_compares_each_p90_scorer_with_default_seed_by_seed(rows):
+    report = run_benchmark(rows, seeds=[0, 1, 2], pods_n=6, queries=64)
+    summary = report["summary"]
+    assert "vs_default" not in summary["default"]
+    for scorer in ("p90", "p90-node"):
+        diffs = [
+            r[scorer]["mean_avg_np90_s"] - r["default"]["mean_avg_np90_s"] for r in report["seeds"]
+        ]
+        paired = summary[scorer]["vs_default"]
+        assert paired["mean"] == pytest.approx(np.mean(diffs))
+        assert paired["low"] <= paired["mean"] <= paired["high"]
+        assert paired["wins"] == sum(d < 0 for d in diffs) and paired["seeds"] == 3
+
+
 # Recorded with the benchmark as it was before background load existed (conftest rows, seed 0).
 IDLE_GOLDEN = {
     "default": (["node3", "node4", "node4", "node2", "node3", "node1"], 0.09666958719926594),

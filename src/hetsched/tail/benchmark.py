@@ -42,6 +42,7 @@ from hetsched.core.errors import DataError
 from hetsched.core.metrics import summarize
 from hetsched.tail.harness import p90
 from hetsched.tail.node_features import NodeCapacity
+from hetsched.tail.paired import paired_difference
 from hetsched.tail.scoring import P90Scorer
 
 POD_THREADS = 4
@@ -409,7 +410,10 @@ def run_benchmark(
 
 
 def summarize_seeds(per_seed: list[dict], slo_ms: float | None) -> dict[str, dict]:
-    """Each scorer's means over seeds: AVG_NP90, pod P90 and (with an SLO) the violation rate."""
+    """Each scorer's means over seeds: AVG_NP90, pod P90 and (with an SLO) the violation rate;
+    for the P90 scorers also the paired AVG_NP90 difference to default scoring (``vs_default``,
+    seconds, with its bootstrap interval and wins/losses), which says whether a gap between the
+    means is more than seed noise."""
     summary = {}
     for s in SCORERS:
         summary[s] = {
@@ -421,6 +425,8 @@ def summarize_seeds(per_seed: list[dict], slo_ms: float | None) -> dict[str, dic
                 else None
             ),
         }
+        if s != "default":
+            summary[s]["vs_default"] = paired_difference(per_seed, s, "default", "mean_avg_np90_s")
     return summary
 
 

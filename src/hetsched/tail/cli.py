@@ -384,6 +384,14 @@ def _print_benchmark(report: dict, slo_ms: float | None, out: Path) -> None:
     if slo_ms:
         rates = ", ".join(f"{k} {v['slo_violation_rate']:.2f}" for k, v in s.items())
         console.print(f"mean SLO-violation rate (P90 > {slo_ms:g} ms): {rates}")
+    for scorer, v in s.items():
+        if "vs_default" in v:
+            d = v["vs_default"]
+            console.print(
+                f"{scorer} − default, AVG_NP90 per seed: {1e3 * d['mean']:+.1f} ms "
+                f"(95 % bootstrap {1e3 * d['low']:+.1f} to {1e3 * d['high']:+.1f}), "
+                f"lower on {d['wins']} and higher on {d['losses']} of {d['seeds']} seeds"
+            )
 
 
 @app.command()
