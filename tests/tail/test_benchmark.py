@@ -1,5 +1,5 @@
 """Benchmark pieces: latency-model calibration, upstream default scoring, placement invariants,
-background load."""
+background load, default scoring with our extender."""
 
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ from hetsched.tail.benchmark import (
     pod_eff_cores,
     run_benchmark,
     simulated_observer,
+    with_extender,
 )
 from hetsched.tail.flops import ModelFeatures
+from hetsched.tail.node_features import NodeCapacity
+from hetsched.tail.scoring import EXTENDER_WEIGHT, weighted_extender_scores
 
 
 def test_calibration_recovers_a_known_latency_model():
@@ -153,7 +156,7 @@ def test_summary_compares_each_p90_scorer_with_default_seed_by_seed(rows):
     report = run_benchmark(rows, seeds=[0, 1, 2], pods_n=6, queries=64)
     summary = report["summary"]
     assert "vs_default" not in summary["default"]
-    for scorer in ("p90", "p90-node"):
+    for scorer in SCORERS[1:]:
         diffs = [
             r[scorer]["mean_avg_np90_s"] - r["default"]["mean_avg_np90_s"] for r in report["seeds"]
         ]
@@ -254,3 +257,83 @@ def test_bad_background_is_rejected_naming_the_flag(text):
 def test_background_parses_a_uniform_range():
     assert parse_background("0,0.75") == (0.0, 0.75)
     assert parse_background("0.3,0.3") == (0.3, 0.3)
+
+
+def test_extender_priority_is_scaled_to_plugin_scores_times_the_deployed_weight():
+    assert "default+extender" in SCORERS and EXTENDER_WEIGHT == 5
+    assert weighted_extender_scores({"a": 0.1, "b": 0.2, "c": 0.3}) == {"a": 500, "b": 250, "c": 0}
+    assert weighted_extender_scores({"a": 0.2, "b": 0.2}) == {"a": 500, "b": 500}
+
+
+def test_extender_maps_p90_over_the_fitting_nodes_only():
+    nodes = TABLE_I[:3]
+    # node1 is fastest but full: among node2 and node3 the faster gets the full 10 points.
+    combined = with_extender([100.0, 150.0, 160.0], [0.1, 0.2, 0.4], nodes, [1, 2])
+    assert combined == [100.0, 150.0 + 500, 160.0]
+
+
+class ConstantRegressor:
+    """Predicts the same P90 on every node: the extender cannot tell the nodes apart."""
+
+    def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
+        return np.full(len(rows), 0.2)
+
+
+def test_default_with_extender_is_default_when_every_predicted_p90_is_equal():
+    features = {m: _features(8e9) for m in POD_REQUESTS}
+    pods = ["retinanet", "resnet50", "retinanet", "resnet50", "resnet50", "retinanet"] * 2
+    for seed in range(4):
+        for background in (IDLE, (0.5, 0.1, 0.7, 0.3)):
+            observe = simulated_observer(background)
+            placed = {
+                scorer: place(
+                    pods,
+                    features,
+                    scorer,
+                    ConstantRegressor(),
+                    np.random.default_rng(seed),
+                    TABLE_I,
+                    observe,
+                    POD_REQUESTS,
+                )
+                for scorer in ("default", "default+extender")
+            }
+            assert placed["default"] == placed["default+extender"]
+
+
+def _only_node1_idle(placed: list[tuple[str, int]]) -> list[NodeCapacity]:
+    """node1 idle, the three larger nodes saturated by load that requests do not show."""
+    return [
+        NodeCapacity(n.name, n.cores, n.freq_ghz, float(i > 0), float(i > 0))
+        for i, n in enumerate(TABLE_I)
+    ]
+
+
+def test_default_with_extender_follows_a_large_p90_gap_within_the_fit_filter():
+    features = {m: _features(8e9) for m in POD_REQUESTS}
+    pods = ["resnet50"] * 6
+    for seed in range(4):
+        runs = {
+            scorer: place(
+                pods,
+                features,
+                scorer,
+                CpuEffRegressor(),
+                np.random.default_rng(seed),
+                TABLE_I,
+                _only_node1_idle,
+                POD_REQUESTS,
+            )
+            for scorer in ("default", "p90", "default+extender")
+        }
+        # Predicted 2 s on node1 against 16 s elsewhere: 10 extender points (500) against 0
+        # outweigh the plugins' preference (at most 200) for the larger nodes, as they do for p90.
+        assert runs["default"][0] in (2, 3) and runs["p90"][:4] == [0] * 4
+        assert runs["default+extender"][:4] == [0] * 4
+        # node1's 4 cores are then requested: the filter drops it, the other three predict alike,
+        # so the plugins decide, exactly as default scoring does from the same used resources.
+        used = (4.0, 4 * GIB)
+        assert not fits_requests(TABLE_I[0], used, POD_REQUESTS["resnet50"])
+        rest = [default_score(n, (0.0, 0.0), POD_REQUESTS["resnet50"]) for n in TABLE_I[1:]]
+        best = [1 + i for i, score in enumerate(rest) if score == max(rest)]
+        assert best == [2, 3] and runs["default+extender"][4] in best  # node3 and node4 tie

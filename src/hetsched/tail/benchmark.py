@@ -4,15 +4,18 @@ Nodes the pod's requests do not fit are filtered out first (NodeResourcesFit), t
 scored by (a) default kube-scheduler scoring — NodeResourcesFit LeastAllocated plus
 NodeResourcesBalancedAllocation, as upstream computes them, highest sum wins, ties broken at random
 — (b) the paper's scorer: the new pod's predicted P90 from each node's live eqs. 6-8, which
-include the pods placed before it, or (c) ours: (b) plus the predicted slowdown of the pods already
-on the node (:func:`placement_costs`). Then every pod runs single-stream queries concurrently with
-the others on its node; AVG_NP90 per node is eq. 16 and the SLO-violation rate is the share of
-pods whose P90 exceeds a target.
+include the pods placed before it, (c) ours: (b) plus the predicted slowdown of the pods already
+on the node (:func:`placement_costs`), or (d) ``"default+extender"``: (a) and (b) as deployed
+together — kube-scheduler adds our extender's 0..10 priority from (b), scaled to 0..100 and times
+the sample KubeSchedulerConfiguration's weight (:func:`with_extender`), to (a)'s plugin scores, so
+the plugins break the ties (b) leaves, e.g. between saturated nodes. Then every pod runs
+single-stream queries concurrently with the others on its node; AVG_NP90 per node is eq. 16 and the
+SLO-violation rate is the share of pods whose P90 exceeds a target.
 
 Simulated node latency model, calibrated from measured rows (harness CSV):
     log p90 = k + log FLOPs − α · log(cores_share · FREQ_eff / FREQ)
 where cores_share = min(threads, cores · (1 − b) / pods_on_node) and every query gets lognormal
-noise with the residual spread of the fit. The regressor of (b) and (c) is trained on monitoring
+noise with the residual spread of the fit. The regressor of (b)-(d) is trained on monitoring
 data of the same simulated cluster (random pod mixes), as the paper trains on its cluster's
 Prometheus data.
 
@@ -43,7 +46,7 @@ from hetsched.core.metrics import summarize
 from hetsched.tail.harness import p90
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.paired import paired_difference
-from hetsched.tail.scoring import P90Scorer
+from hetsched.tail.scoring import EXTENDER_WEIGHT, P90Scorer, weighted_extender_scores
 
 POD_THREADS = 4
 GIB = 2**30
@@ -67,7 +70,7 @@ TABLE_I = (
 )
 # Pod requests (cpu cores, memory bytes) as an inference deployment would declare them.
 POD_REQUESTS = {"resnet50": (1.0, 1 * GIB), "retinanet": (2.0, 2 * GIB)}
-SCORERS = ("default", "p90", "p90-node")
+SCORERS = ("default", "p90", "p90-node", "default+extender")
 PLACEMENT_OBJECTIVES = ("sum", "avg_np90")
 # Picked on seeds 100-109 (never the reported 0-4): avg_np90 beat sum by 33-49 ms of AVG_NP90.
 DEFAULT_OBJECTIVE = "avg_np90"
@@ -168,6 +171,38 @@ def default_score(node: SimNode, used: tuple[float, float], req: tuple[float, fl
     return least + balanced
 
 
+def default_scores(
+    nodes: Sequence[SimNode], used: list[tuple[float, float]], req: tuple[float, float]
+) -> list[float]:
+    """:func:`default_score` of every node, in node order."""
+    return [default_score(n, used[i], req) for i, n in enumerate(nodes)]
+
+
+def with_extender(
+    plugin_scores: list[float], new_p90_s: list[float], nodes: Sequence[SimNode], fits: list[int]
+) -> list[float]:
+    """The final node scores of kube-scheduler running our extender next to its plugins.
+
+    The scheduler asks the extender to prioritize only the nodes that passed its filters, so the
+    P90s are mapped to 0..10 over ``fits`` alone (the slowest fitting node gets 0); nodes outside
+    ``fits`` keep their plugin score, which :func:`place` never chooses anyway. The extender's own
+    filter drops nothing here (the pods carry no SLO annotation); like ``"default"``, the plugins
+    modelled are NodeResourcesFit and NodeResourcesBalancedAllocation only.
+    """
+    extender = weighted_extender_scores({nodes[i].name: new_p90_s[i] for i in fits})
+    return [s + extender.get(n.name, 0) for s, n in zip(plugin_scores, nodes, strict=True)]
+
+
+def fitting_nodes(
+    nodes: Sequence[SimNode], used: list[tuple[float, float]], model: str, req: tuple[float, float]
+) -> list[int]:
+    """NodeResourcesFit's filter, which runs before any scorer: the nodes ``req`` still fits."""
+    fits = [i for i, n in enumerate(nodes) if fits_requests(n, used[i], req)]
+    if not fits:
+        raise DataError(f"pod {model} fits on no node: the pods request more than the cluster")
+    return fits
+
+
 def placement_costs(
     new_p90_s: list[float],
     neighbours_now_s: list[list[float]],
@@ -218,11 +253,13 @@ def place(
     request, and ``observe`` gives every node's live eqs. 6-8 with the pods placed so far —
     computed in the simulation (:func:`simulated_observer`), measured on running pods in the live
     run. Scorers: ``"default"`` (kube-scheduler, requests only, never observes), ``"p90"`` (the
-    paper: lowest predicted P90 of the new pod) and ``"p90-node"`` (ours: lowest
+    paper: lowest predicted P90 of the new pod), ``"p90-node"`` (ours: lowest
     :func:`placement_costs`, i.e. the new pod's predicted P90 plus the predicted slowdown of the
-    pods already on the node). For the neighbours, every pod on a node after the placement sees
-    the others' load the scheduler observes now (pods are alike in threads), so their new
-    prediction uses the same live capacity as the new pod's.
+    pods already on the node) and ``"default+extender"`` (:func:`with_extender`: the default
+    scores plus the ``"p90"`` prediction as our extender's weighted priority). For the
+    neighbours, every pod on a node after the placement sees the others' load the scheduler
+    observes now (pods are alike in threads), so their new prediction uses the same live capacity
+    as the new pod's.
     """
     if scorer not in SCORERS:
         raise DataError(f"scorer must be one of {SCORERS}, got {scorer!r}")
@@ -233,22 +270,22 @@ def place(
     placement: list[int] = []
     for model in pods:
         req = requests[model]
+        fits = fitting_nodes(nodes, used, model, req)
         if scorer == "default":
-            scores = [default_score(n, used[i], req) for i, n in enumerate(nodes)]
+            scores = default_scores(nodes, used, req)
         else:
             # Live eqs. 6-8 of every node, the pods placed so far included (what a scheduler sees).
             caps = observe(list(zip(pods[: len(placement)], placement, strict=True)))
             by_model = {m: list(predictor.predict(f, caps).values()) for m, f in features.items()}
             if scorer == "p90":
                 scores = [-p for p in by_model[model]]
-            else:
+            elif scorer == "p90-node":
                 after = [[by_model[m][i] for m in on_node[i]] for i in range(len(nodes))]
                 costs = placement_costs(by_model[model], predicted, after, objective)
                 scores = [-c for c in costs]
-        # NodeResourcesFit's filter runs before any scorer: nodes the requests do not fit are out.
-        fits = [i for i, n in enumerate(nodes) if fits_requests(n, used[i], req)]
-        if not fits:
-            raise DataError(f"pod {model} fits on no node: the pods request more than the cluster")
+            else:
+                plugins = default_scores(nodes, used, req)
+                scores = with_extender(plugins, by_model[model], nodes, fits)
         best = max(scores[i] for i in fits)
         ties = [i for i in fits if abs(scores[i] - best) < 1e-9]
         choice = int(rng.choice(ties))
@@ -411,9 +448,9 @@ def run_benchmark(
 
 def summarize_seeds(per_seed: list[dict], slo_ms: float | None) -> dict[str, dict]:
     """Each scorer's means over seeds: AVG_NP90, pod P90 and (with an SLO) the violation rate;
-    for the P90 scorers also the paired AVG_NP90 difference to default scoring (``vs_default``,
-    seconds, with its bootstrap interval and wins/losses), which says whether a gap between the
-    means is more than seed noise."""
+    for every other scorer also the paired AVG_NP90 difference to default scoring
+    (``vs_default``, seconds, with its bootstrap interval and wins/losses), which says whether a
+    gap between the means is more than seed noise."""
     summary = {}
     for s in SCORERS:
         summary[s] = {
@@ -439,12 +476,13 @@ def plot_avg_np90(report: dict, path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     names = report["nodes"]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    width = 0.27
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    width = 0.8 / len(SCORERS)  # the scorers' bars side by side fill 80 % of a node's slot
     labels = {
         "default": "default kube scoring",
         "p90": "predicted P90 of the pod (paper)",
         "p90-node": "predicted P90 incl. neighbours (ours)",
+        "default+extender": f"default + paper's P90 as extender (weight {EXTENDER_WEIGHT})",
     }
     for j, scorer in enumerate(SCORERS):
         vals = []
@@ -455,11 +493,12 @@ def plot_avg_np90(report: dict, path, title: str) -> None:
                 if name in r[scorer]["avg_np90_s"]
             ]
             vals.append(1e3 * float(np.mean(got)) if got else 0.0)
-        ax.bar(np.arange(len(names)) + (j - 1) * width, vals, width, label=labels[scorer])
+        offset = (j - (len(SCORERS) - 1) / 2) * width
+        ax.bar(np.arange(len(names)) + offset, vals, width, label=labels[scorer])
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("AVG_NP90 (ms), mean over seeds")
     ax.set_title(title, fontsize=9)
-    ax.set_ylim(top=ax.get_ylim()[1] * 1.4)  # headroom, so the legend sits above the bars
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.5)  # headroom, so the legend sits above the bars
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -425,8 +425,9 @@ def benchmark(
     ),
     out: Path = typer.Option(Path("runs/tail/benchmark"), help="Folder for JSON + plot."),
 ) -> None:
-    """The paper's experiment: default scoring vs predicted-P90 scorers, on the simulated Table I
-    cluster or (--live) with real pods on this machine's cores."""
+    """The paper's experiment: default scoring vs predicted-P90 scorers (the paper's, ours, and
+    default+extender: default scoring plus the paper's as our extender at its deployed weight),
+    on the simulated Table I cluster or (--live) with real pods on this machine's cores."""
     from hetsched.tail.benchmark import parse_background, plot_avg_np90
 
     seed_list = [int(s) for s in seeds.split(",")]

@@ -23,6 +23,7 @@ import orjson
 from hetsched.core.errors import HetschedError
 from hetsched.tail.models import MODEL_ANNOTATION, manifest_model_ref, resolve_model_features
 from hetsched.tail.scoring import (
+    EXTENDER_WEIGHT,
     MAX_EXTENDER_PRIORITY,
     SLO_ANNOTATION,
     P90Scorer,
@@ -32,7 +33,7 @@ from hetsched.tail.scoring import (
 
 NEUTRAL_SCORE = MAX_EXTENDER_PRIORITY // 2
 
-SAMPLE_SCHEDULER_CONFIG = """\
+SAMPLE_SCHEDULER_CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
@@ -41,7 +42,7 @@ extenders:
   - urlPrefix: "http://127.0.0.1:8888"
     filterVerb: filter
     prioritizeVerb: prioritize
-    weight: 5
+    weight: {EXTENDER_WEIGHT}
     nodeCacheCapable: false
     enableHTTPS: false
     ignorable: true

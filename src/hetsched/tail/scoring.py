@@ -13,6 +13,12 @@ from hetsched.tail.flops import ModelFeatures
 from hetsched.tail.node_features import NodeCapacity
 
 MAX_EXTENDER_PRIORITY = 10
+# kube-scheduler's framework.MaxNodeScore: a score plugin's range, to which it scales extender
+# priorities (× MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY) before adding them times their weight.
+MAX_NODE_SCORE = 100
+# Our extender's weight in the sample KubeSchedulerConfiguration (extender.SAMPLE_SCHEDULER_CONFIG)
+# and in the benchmark's "default+extender" scorer, which models that deployment.
+EXTENDER_WEIGHT = 5
 FREQ_LABEL = "hetsched.io/cpu-freq-ghz"
 SLO_ANNOTATION = "hetsched.io/p90-slo-ms"
 
@@ -23,6 +29,17 @@ def scores_from_p90(p90_s: dict[str, float]) -> dict[str, int]:
     if hi - lo <= 0:
         return dict.fromkeys(p90_s, MAX_EXTENDER_PRIORITY)
     return {n: round(MAX_EXTENDER_PRIORITY * (hi - p) / (hi - lo)) for n, p in p90_s.items()}
+
+
+def weighted_extender_scores(p90_s: dict[str, float]) -> dict[str, int]:
+    """What kube-scheduler adds to each node's plugin scores for our prioritize answer.
+
+    Deployed, the extender never decides alone: the scheduler scales its 0..10 priority to the
+    plugins' 0..100 and multiplies it by :data:`EXTENDER_WEIGHT`, so a node's final score is its
+    plugins' sum plus this (0..500 against 0..200 for NodeResourcesFit + BalancedAllocation).
+    """
+    scale = EXTENDER_WEIGHT * MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
+    return {n: scale * s for n, s in scores_from_p90(p90_s).items()}
 
 
 def capacity_from_node_object(node: dict, live: dict[str, NodeCapacity]) -> NodeCapacity:
