@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import orjson
 
 from hetsched.core.errors import HetschedError
+from hetsched.core.http import send_json_body
 from hetsched.tail.models import MODEL_ANNOTATION, manifest_model_ref, resolve_model_features
 from hetsched.tail.scoring import (
     EXTENDER_WEIGHT,
@@ -153,11 +154,7 @@ def make_server(scorer: P90Scorer, host: str = "127.0.0.1", port: int = 0) -> Th
 
         def _reply(self, status: int, payload: object) -> None:
             body = orjson.dumps(payload)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json_body(self, status, body)
 
         def _read_args(self) -> object:
             """The body's JSON; a bad length, bad UTF-8 or bad JSON is the client's error."""

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from hetsched.core.errors import HetschedError
+from hetsched.core.http import send_json_body
 from hetsched.tail.models import manifest_model_ref, resolve_model_features
 from hetsched.tail.scoring import P90Scorer, capacity_from_node_object
 
@@ -58,11 +59,7 @@ class FakeApiServer:
         class Handler(BaseHTTPRequestHandler):
             def _send(self, status: int, payload) -> None:
                 body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_json_body(self, status, body)
 
             def do_GET(self) -> None:
                 url = urlparse(self.path)
@@ -79,11 +76,7 @@ class FakeApiServer:
                         body = "".join(
                             json.dumps({"type": "ADDED", "object": p}) + "\n" for p in items
                         ).encode()
-                        self.send_response(200)
-                        self.send_header("Content-Type", "application/json")
-                        self.send_header("Content-Length", str(len(body)))
-                        self.end_headers()
-                        self.wfile.write(body)
+                        send_json_body(self, 200, body)
                     else:
                         self._send(200, {"kind": "PodList", "items": items})
                 else:

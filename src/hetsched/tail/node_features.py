@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from hetsched.core.errors import DataError
+from hetsched.core.http import send_json_body
 
 
 @dataclass(frozen=True)
@@ -150,11 +151,7 @@ def serve_agent(name: str, host: str = "127.0.0.1", port: int = 0) -> ThreadingH
                     "per_core_busy": [p / 100 for p in per_cpu],
                 }
             ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json_body(self, 200, body)
 
         def log_message(self, *args) -> None:
             return
