@@ -96,3 +96,17 @@ def test_measure_grid_appends_each_row_so_an_interrupted_run_keeps_its_points(
     rows = list(csv.DictReader(out.open()))
     assert [(r["model"], float(r["contention_duty"])) for r in rows] == measured
     assert list(rows[0]) == list(harness.CSV_COLUMNS)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_reaching_the_busy_loops_does_not_hang_the_parent():
+    import os
+    import signal
+
+    with Contention((0,), 0.5) as contention:
+        time.sleep(1.0)  # the loop is running and polls its stop event
+        for _ in range(20):  # Ctrl-C goes to the whole process group
+            os.kill(contention._procs[0].pid, signal.SIGINT)
+            time.sleep(0.01)
+        assert contention._procs[0].is_alive()  # it leaves Ctrl-C to the parent
+    assert not contention._procs[0].is_alive()

@@ -88,6 +88,9 @@ def measure(
         rows = measure_grid(
             plan, _parse_nodes(nodes), duty_list, repeats, exporter, torch_threads, seed, out
         )
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the points measured so far are in {out}")
+        raise typer.Exit(130) from None
     finally:
         if exporter:
             exporter.close()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -119,7 +120,17 @@ def achieved_duty(cpu_s: float, processes: int, wall_s: float) -> float:
     return cpu_s / (processes * wall_s)
 
 
+def _ignore_ctrl_c() -> None:
+    """Child processes leave Ctrl-C to the parent, which stops them.
+
+    Otherwise a busy loop interrupted inside ``stop.is_set()`` dies holding the event's lock, and
+    the parent's ``stop.set()`` then waits for that lock forever.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _busy_loop(cores: tuple[int, ...], duty: float, stop) -> None:
+    _ignore_ctrl_c()
     os.sched_setaffinity(0, cores)
     busy_s = duty * CONTENTION_PERIOD_S
     while not stop.is_set():
@@ -208,6 +219,7 @@ def _loadgen_single_stream(model, sample, queries: int) -> list[float]:
 
 def _serve_points(commands, results) -> None:
     """Worker body: per command pin, set threads, warm up, run LoadGen, report counters."""
+    _ignore_ctrl_c()
     import psutil
     import torch
 
