@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-EXTRAS := serve,jobs,tail,dev
+EXTRAS := serve,jobs,tail,dev,docs
 
 .PHONY: demo test lint format clean
 
