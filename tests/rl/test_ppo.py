@@ -139,7 +139,7 @@ def test_train_credits_delayed_rewards_to_their_own_decisions(bandit_env):
 def test_running_std_matches_numpy_and_scaled_training_reports_raw_returns(bandit_env):
     import numpy as np
 
-    from hetsched.rl.ppo import RunningStd
+    from hetsched.rl.advantages import RunningStd
 
     values = np.random.default_rng(0).normal(3.0, 2.0, 500)
     running = RunningStd()

@@ -16,7 +16,7 @@ import pytest
 from hetsched.tail.dataset import from_prometheus
 from hetsched.tail.harness import LatencyExporter
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.needs_prometheus]
 
 
 def _free_port() -> int:

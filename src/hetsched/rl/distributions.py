@@ -136,8 +136,10 @@ class FactoredCategorical:
 
     def log_prob(self, action: torch.Tensor) -> torch.Tensor:
         """Joint log-probability: the sum over heads (eq. 6)."""
-        return sum(head.log_prob(action[..., k]) for k, head in enumerate(self.heads))
+        return torch.stack(
+            [head.log_prob(action[..., k]) for k, head in enumerate(self.heads)]
+        ).sum(dim=0)
 
     def entropy(self) -> torch.Tensor:
         """Sum of the heads' entropies (eq. 12)."""
-        return sum(head.entropy() for head in self.heads)
+        return torch.stack([head.entropy() for head in self.heads]).sum(dim=0)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +38,8 @@ from torch import nn
 
 from hetsched.core.config import StrictModel
 from hetsched.core.seeding import seed_everything
-from hetsched.rl.distributions import FactoredCategorical
+from hetsched.rl.advantages import RunningStd, compute_gae, one_step_advantages
+from hetsched.rl.networks import ActorCritic, FactoredActorCritic
 
 
 class PPOConfig(StrictModel, use_attribute_docstrings=True):
@@ -107,132 +108,6 @@ def epsilon_at(step: int, config: PPOConfig) -> float:
     return max(config.epsilon_min, decayed)
 
 
-class ActionAndValue(NamedTuple):
-    """What an agent returns for a batch of observations."""
-
-    action: torch.Tensor
-    """Sampled (or given) actions, ``(batch, n_heads)`` or ``(batch,)``."""
-    log_prob: torch.Tensor
-    """Joint log-probability under the (ε-mixed) behaviour distribution, ``(batch,)``."""
-    entropy: torch.Tensor
-    """Entropy of the learned policy, ``(batch,)``."""
-    value: torch.Tensor
-    """State-value estimate V(s), ``(batch,)``."""
-
-
-class ActorCritic(Protocol):
-    """The one method PPO needs from an agent (CleanRL's ``get_action_and_value``).
-
-    With ``action=None`` it samples; with an action it evaluates that action's log-probability
-    (used in the update). ``mask`` rows mark valid actions; ``epsilon`` is the ε of the mixture.
-    """
-
-    def get_action_and_value(
-        self,
-        obs: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        action: torch.Tensor | None = None,
-        epsilon: torch.Tensor | float | None = None,
-    ) -> ActionAndValue: ...
-
-    def parameters(self) -> Any: ...
-
-
-def _layer(in_features: int, out_features: int, std: float) -> nn.Linear:
-    """Orthogonal initialisation with zero bias, as CleanRL does (small std for output heads)."""
-    layer = nn.Linear(in_features, out_features)
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
-class FactoredActorCritic(nn.Module):
-    """Shared MLP → logits of every categorical head and a scalar value (Slim eq. 3).
-
-    Args:
-        obs_dim: Length of the (flat, normalised) observation.
-        head_sizes: Number of choices of each head, e.g. (servers, widths, groups).
-        hidden_sizes: Widths of the shared tanh MLP.
-        epsilon_heads: Heads whose distribution is ε-mixed when an ε is given.
-    """
-
-    def __init__(
-        self,
-        obs_dim: int,
-        head_sizes: Sequence[int],
-        hidden_sizes: Sequence[int] = (64, 64),
-        epsilon_heads: Sequence[int] = (0,),
-    ) -> None:
-        super().__init__()
-        self.obs_dim = obs_dim
-        self.head_sizes = tuple(int(n) for n in head_sizes)
-        self.epsilon_heads = tuple(epsilon_heads)
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for hidden in hidden_sizes:
-            layers += [_layer(width, hidden, math.sqrt(2)), nn.Tanh()]
-            width = hidden
-        self.trunk = nn.Sequential(*layers)
-        self.policy_head = _layer(width, sum(self.head_sizes), 0.01)
-        self.value_head = _layer(width, 1, 1.0)
-        self._numpy_layers: list[tuple[np.ndarray, np.ndarray] | None] | None = None
-
-    def logits(self, obs: torch.Tensor) -> torch.Tensor:
-        """Concatenated logits of all heads (no value): the cheap path for acting only."""
-        return self.policy_head(self.trunk(obs))
-
-    def logits_numpy(self, obs: np.ndarray) -> np.ndarray:
-        """:meth:`logits` of one observation, computed in NumPy on the live parameters (CPU).
-
-        A router decides one state at a time, where torch's per-call dispatch (~30 µs for this
-        small MLP) costs more than the arithmetic; NumPy on views of the same weights does the
-        same three products in a few µs. The views share the parameters' memory, so optimizer
-        steps and ``load_state_dict`` (both in place) are seen at once.
-        """
-        if self._numpy_layers is None:
-            self._numpy_layers = [
-                (layer.weight.detach().numpy(), layer.bias.detach().numpy())
-                if isinstance(layer, nn.Linear)
-                else None  # the trunk is Linear/Tanh pairs (see __init__)
-                for layer in (*self.trunk, self.policy_head)
-            ]
-        hidden = np.asarray(obs, dtype=np.float32)
-        for layer in self._numpy_layers:
-            hidden = np.tanh(hidden) if layer is None else layer[0] @ hidden + layer[1]
-        return hidden
-
-    def _apply(self, fn, *args, **kwargs):
-        """Drops the NumPy views when ``.to()``/``.float()`` etc. replace the parameters."""
-        self._numpy_layers = None
-        return super()._apply(fn, *args, **kwargs)
-
-    def distribution(
-        self,
-        obs: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        epsilon: torch.Tensor | float | None = None,
-    ) -> tuple[FactoredCategorical, torch.Tensor]:
-        """The factored action distribution (eq. 4, ε-mixed per eq. 5) and V(s)."""
-        hidden = self.trunk(obs)
-        dist = FactoredCategorical(
-            self.policy_head(hidden), self.head_sizes, mask, epsilon, self.epsilon_heads
-        )
-        return dist, self.value_head(hidden).squeeze(-1)
-
-    def get_action_and_value(
-        self,
-        obs: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        action: torch.Tensor | None = None,
-        epsilon: torch.Tensor | float | None = None,
-    ) -> ActionAndValue:
-        """Samples (or evaluates) a factored action; see :class:`ActorCritic`."""
-        dist, value = self.distribution(obs, mask, epsilon)
-        if action is None:
-            action = dist.sample()
-        return ActionAndValue(action, dist.log_prob(action), dist.entropy(), value)
-
-
 @dataclass
 class RolloutBatch:
     """Transitions ready for an update; all tensors share the leading batch dimension."""
@@ -251,44 +126,6 @@ class RolloutBatch:
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
-
-
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    episode_ends: torch.Tensor,
-    next_value: float,
-    gamma: float,
-    gae_lambda: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation (Schulman et al. 2016, eq. 11 there).
-
-    δ_t = r_t + γ V(s_{t+1}) (1 − end_t) − V(s_t);  A_t = δ_t + γ λ (1 − end_t) A_{t+1}.
-
-    Args:
-        rewards, values: Per step, shape ``(T,)``.
-        episode_ends: True where step t ended its episode (no bootstrap across it).
-        next_value: V of the observation after the last step.
-
-    Returns:
-        ``(advantages, returns)`` with returns = advantages + values.
-    """
-    advantages = torch.zeros_like(rewards)
-    last = 0.0
-    for t in reversed(range(len(rewards))):
-        following = next_value if t == len(rewards) - 1 else values[t + 1]
-        nonterminal = 1.0 - float(episode_ends[t])
-        delta = rewards[t] + gamma * following * nonterminal - values[t]
-        last = delta + gamma * gae_lambda * nonterminal * last
-        advantages[t] = last
-    return advantages, advantages + values
-
-
-def one_step_advantages(
-    rewards: torch.Tensor, values: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slim eq. 8: R_t = r_t and A_t = R_t − V_θold(s_t). Returns ``(advantages, returns)``."""
-    return rewards - values, rewards.clone()
 
 
 def ppo_update(
@@ -362,25 +199,9 @@ def to_env_action(space: gym.Space, action: torch.Tensor) -> Any:
     flat = action.reshape(-1).cpu().numpy()
     if isinstance(space, gym.spaces.Discrete):
         return int(flat[0]) + int(space.start)
+    if not isinstance(space, gym.spaces.MultiDiscrete):
+        raise TypeError(f"PPO acts in Discrete or MultiDiscrete spaces, not {type(space).__name__}")
     return flat.astype(np.asarray(space.nvec).dtype) + np.asarray(space.start)
-
-
-class RunningStd:
-    """Running standard deviation of a stream of scalars (Welford's algorithm)."""
-
-    def __init__(self) -> None:
-        self.count, self.mean, self._m2 = 0, 0.0, 0.0
-
-    def update(self, values: Sequence[float]) -> None:
-        for value in values:
-            self.count += 1
-            delta = value - self.mean
-            self.mean += delta / self.count
-            self._m2 += delta * (value - self.mean)
-
-    @property
-    def std(self) -> float:
-        return math.sqrt(self._m2 / self.count) if self.count > 1 else 1.0
 
 
 @dataclass
@@ -411,8 +232,11 @@ def _stack_batch(
     steps: Sequence[_Step], advantages: torch.Tensor, returns: torch.Tensor
 ) -> RolloutBatch:
     masks = None
-    if steps[0].mask is not None:
-        masks = torch.as_tensor(np.stack([s.mask for s in steps]), dtype=torch.bool)
+    step_masks = [s.mask for s in steps if s.mask is not None]
+    if step_masks:
+        if len(step_masks) != len(steps):
+            raise ValueError("an environment gives an action mask at every step or at none")
+        masks = torch.as_tensor(np.stack(step_masks), dtype=torch.bool)
     return RolloutBatch(
         obs=torch.as_tensor(np.stack([s.obs for s in steps]), dtype=torch.float32),
         actions=torch.cat([s.action for s in steps]),

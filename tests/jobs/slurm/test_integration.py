@@ -18,7 +18,7 @@ from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
 from hetsched.jobs.slurm.experiment import FINAL_STATES
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.needs_slurm]
 
 
 def wait_for(predicate, timeout_s: float, what: str) -> None:
