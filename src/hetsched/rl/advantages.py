@@ -24,7 +24,8 @@ def compute_gae(
     δ_t = r_t + γ V(s_{t+1}) (1 − end_t) − V(s_t);  A_t = δ_t + γ λ (1 − end_t) A_{t+1}.
 
     Args:
-        rewards, values: Per step, shape ``(T,)``.
+        rewards: Reward per step, shape ``(T,)``.
+        values: V(s_t) per step, shape ``(T,)``.
         episode_ends: True where step t ended its episode (no bootstrap across it).
         next_value: V of the observation after the last step.
 
