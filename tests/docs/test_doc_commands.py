@@ -280,3 +280,28 @@ def test_cheap_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     for command in RUN:
         result = runner.invoke(app, _tokens(command)[1:])
         assert result.exit_code == 0, f"{command}\n{result.output}\n{result.exception!r}"
+
+
+def _dotted_references() -> list[Example]:
+    """Backticked ``hetsched.x.y`` names in the prose (not ``hetsched.io/...`` annotations)."""
+    found: list[Example] = []
+    for page in PAGES:
+        for number, line in enumerate(page.read_text(encoding="utf-8").split("\n"), start=1):
+            for match in re.finditer(r"`(hetsched(?:\.\w+)+)(?![\w/-])", line):
+                found.append(Example(page, number, match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize("reference", _dotted_references(), ids=str)
+def test_dotted_references_resolve(reference: Example) -> None:
+    parts = reference.text.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            assert hasattr(target, attribute), f"{reference}: no {attribute!r} (moved?)"
+            target = getattr(target, attribute)
+        return
+    raise AssertionError(f"{reference}: no such module")
