@@ -27,3 +27,18 @@ def test_not_root_says_so(monkeypatch, tmp_path):
     assert "needs root" in local.missing_requirements()
     with pytest.raises(HetschedError, match=r"cannot start a local Slurm: .*needs root"):
         local.LocalSlurm(tmp_path / "slurm").start()
+
+
+def test_unreadable_munge_key_is_a_reason_not_a_crash(monkeypatch):
+    """As a non-root user /etc/munge (0700) cannot be looked into: skip, do not raise."""
+
+    class UnreadableKey:
+        def exists(self) -> bool:
+            raise PermissionError(13, "Permission denied")
+
+        def __str__(self) -> str:
+            return "/etc/munge/munge.key"
+
+    monkeypatch.setattr(local, "_binary", lambda name: "/x")
+    monkeypatch.setattr(local, "MUNGE_KEY", UnreadableKey())
+    assert "needs root" in local.missing_requirements()
