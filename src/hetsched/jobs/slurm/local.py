@@ -42,14 +42,17 @@ def missing_requirements() -> str | None:
     missing = [name for name in ("slurmctld", "slurmd", "sbatch") if _binary(name) is None]
     if missing:
         return f"{', '.join(missing)} not found: install the Debian package slurm-wlm"
+    munge_missing = f"munged or {MUNGE_KEY} not found: install the Debian package munge"
+    if _binary("munged") is None:
+        return munge_missing
     try:
         key_present = MUNGE_KEY.exists()
     except PermissionError:
         # /etc/munge is 0700 root: an unprivileged user cannot even look, and could not
         # start the daemons either.
         return f"{MUNGE_KEY} is not readable by this user: a local Slurm needs root"
-    if _binary("munged") is None or not key_present:
-        return f"munged or {MUNGE_KEY} not found: install the Debian package munge"
+    if not key_present:
+        return munge_missing
     if os.geteuid() != 0:
         return "a local Slurm needs root (daemons and mknod for the fake GPUs)"
     return None
