@@ -18,8 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.rule import Rule
+
+from hetsched.slim.data import load_dataset
+from hetsched.slim.experiment import run_experiment
+from hetsched.slim.pipeline import measure_with_progress, paper_tables, train_with_progress
+from hetsched.slim.router_training import ppo_budget
+from hetsched.slim.scenario import ScenarioConfig
+from hetsched.slim.train import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -39,15 +47,6 @@ class DemoBudget:
 
 def run_demo(out: Path, budget: DemoBudget = DemoBudget()) -> None:
     """Runs every demo step, writing artefacts under ``out``."""
-    import torch
-
-    from hetsched.slim.data import load_dataset
-    from hetsched.slim.experiment import run_experiment
-    from hetsched.slim.pipeline import measure_with_progress, paper_tables, train_with_progress
-    from hetsched.slim.router_training import ppo_budget
-    from hetsched.slim.scenario import ScenarioConfig
-    from hetsched.slim.train import TrainConfig
-
     console = Console()
     model_dir = Path(out) / "model"
 

@@ -13,7 +13,7 @@ from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.checkpoint import save_checkpoint
 from hetsched.slim.data import load_dataset
-from hetsched.slim.live_cluster import LiveSetup, _choose_devices
+from hetsched.slim.live_cluster import LiveSetup, choose_devices
 from hetsched.slim.model import SlimResNet
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.scenario import ScenarioConfig, build_cluster
@@ -58,12 +58,12 @@ def cpu_only(monkeypatch):
 def test_default_devices_share_the_gpus_round_robin_else_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert _choose_devices(3, None)[0] == ("cuda:0", "cuda:1", "cuda:0")
-    assert _choose_devices(2, ["cpu", "cuda:0"])[0] == ("cpu", "cuda:0")
+    assert choose_devices(3, None)[0] == ("cuda:0", "cuda:1", "cuda:0")
+    assert choose_devices(2, ["cpu", "cuda:0"])[0] == ("cpu", "cuda:0")
     with pytest.raises(ConfigError, match="give --live-devices with 3 devices"):
-        _choose_devices(3, ["cpu"])
+        choose_devices(3, ["cpu"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert _choose_devices(3, None)[0] == ("cpu", "cpu", "cpu")
+    assert choose_devices(3, None)[0] == ("cpu", "cpu", "cpu")
 
 
 @pytest.mark.usefixtures("cpu_only")

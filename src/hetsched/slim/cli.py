@@ -1,15 +1,40 @@
-"""`hetsched slim` sub-commands."""
+"""`hetsched slim` sub-commands: options in, library calls, results printed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 import typer
+from rich.console import Console
+
+from hetsched.core.config import load_config, validate_config
+from hetsched.core.errors import ConfigError
+from hetsched.slim.data import load_dataset
+from hetsched.slim.executor import ExecutorConfig
+from hetsched.slim.experiment import evaluate_routers, run_experiment, train_scenario_router
+from hetsched.slim.live_cluster import LiveSetup, open_live_scenario
+from hetsched.slim.pipeline import measure_checkpoint, paper_tables, train_with_progress
+from hetsched.slim.profile import describe_cell, fit_table, model_to_profile, run_profile
+from hetsched.slim.profile_plots import plot_profile
+from hetsched.slim.reward import RewardWeights, reward_weights
+from hetsched.slim.router_training import ppo_budget
+from hetsched.slim.routers import ROUTERS
+from hetsched.slim.run_server import report_table, run_server, save_run
+from hetsched.slim.scenario import ScenarioConfig
+from hetsched.slim.serving.cli import register as register_serving
+from hetsched.slim.train import TrainConfig
 
 app = typer.Typer(no_args_is_help=True)
 
 
-# -- router and experiment (issue 4) ---------------------------------------------------------------
+def _comma_list(option: str, text: str, kind: type[float] | type[int]) -> list:
+    """``text`` split at commas into ``kind`` values; a bad item is a one-line error naming
+    ``option``."""
+    try:
+        return [kind(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"{option}: expected comma-separated numbers, got {text!r}") from None
 
 
 def _scenario(
@@ -17,12 +42,8 @@ def _scenario(
     images: int | None,
     accuracy_table: str | None,
     rate_per_s: float | None = None,
-):
+) -> ScenarioConfig:
     """The paper's 3-GPU scenario, optionally from a YAML file, with command-line overrides."""
-    from hetsched.core.config import load_config
-    from hetsched.core.errors import ConfigError
-    from hetsched.slim.scenario import ScenarioConfig
-
     if rate_per_s is not None and rate_per_s <= 0:
         raise ConfigError(f"--rate: expected a positive rate in images/s, got {rate_per_s:g}")
     scenario = load_config(config, ScenarioConfig) if config else ScenarioConfig()
@@ -30,24 +51,14 @@ def _scenario(
     return scenario.model_copy(update={k: v for k, v in updates.items() if v is not None})
 
 
-def _seeds(seeds: str) -> list[int]:
-    from hetsched.core.errors import ConfigError
-
-    try:
-        return [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        raise ConfigError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
-
-
-def _live(scenario, live: bool, checkpoint: Path | None, devices: str | None, accuracy: str | None):
-    """The scenario and the live setup of ``--live`` (None without it), checked before any work.
-
-    Live, a measured ``accuracy_table.json`` beside the checkpoint is the default prior (for
-    training too, so the router learns the model it will run).
-    """
-    from hetsched.core.errors import ConfigError
-    from hetsched.slim.live_cluster import LiveSetup, measured_table_beside
-
+def _live(
+    scenario: ScenarioConfig,
+    live: bool,
+    checkpoint: Path | None,
+    devices: str | None,
+    accuracy: str | None,
+) -> tuple[ScenarioConfig, LiveSetup | None]:
+    """The options of ``--live`` checked and opened (None without it), before any work."""
     if not live:
         if checkpoint is not None or devices is not None:
             raise ConfigError("--checkpoint and --live-devices only apply with --live")
@@ -58,11 +69,9 @@ def _live(scenario, live: bool, checkpoint: Path | None, devices: str | None, ac
             " (written by `hetsched slim train`)"
         )
     names = None if devices is None else [d.strip() for d in devices.split(",") if d.strip()]
-    setup = LiveSetup.open(checkpoint, len(scenario.servers), scenario.widths, names)
-    beside = measured_table_beside(checkpoint)
-    if accuracy is None and scenario.accuracy_table == "paper" and beside is not None:
-        scenario = scenario.model_copy(update={"accuracy_table": str(beside)})
-    return scenario, setup
+    return open_live_scenario(
+        scenario, checkpoint, names, accuracy_table_given=accuracy is not None
+    )
 
 
 _SCENARIO_OPT = typer.Option(None, "--scenario", help="Scenario YAML (default: the paper's).")
@@ -84,6 +93,9 @@ _LIVE_DEVICES_OPT = typer.Option(
 )
 
 
+# -- router and experiment -------------------------------------------------------------------------
+
+
 @app.command("train-router")
 def train_router_command(
     preset: str = typer.Option("efficiency", help="Reward preset: efficiency or balanced."),
@@ -97,29 +109,12 @@ def train_router_command(
     accuracy_table: str | None = _ACCURACY_OPT,
 ) -> None:
     """Trains a PPO router in the simulated cluster; writes a checkpoint and training curves."""
-    import torch
-    from rich.console import Console
-
-    from hetsched.core.config import load_config
-    from hetsched.slim.experiment import training_clusters
-    from hetsched.slim.reward import RewardWeights, reward_weights
-    from hetsched.slim.router_training import ppo_budget, train_router
-    from hetsched.slim.scenario import encoder_for, mean_top1
-
     torch.set_num_threads(1)
     scenario = _scenario(scenario_file, images, accuracy_table)
     weights = load_config(reward, RewardWeights) if reward else reward_weights(preset)
-    ppo = ppo_budget(steps, rollout, seed)
-    trained = train_router(
-        training_clusters(scenario, seed),
-        encoder_for(scenario),
-        weights,
-        ppo,
-        mean_top1=mean_top1(scenario),
-        out_dir=out,
-        name=f"ppo-{preset if reward is None else reward.stem}",
-        metadata={"preset": preset, "scenario": scenario.model_dump()},
-        progress=True,
+    name = f"ppo-{preset if reward is None else reward.stem}"
+    trained = train_scenario_router(
+        scenario, weights, ppo_budget(steps, rollout, seed), out, name=name, preset=preset
     )
     last = trained.history[-1] if trained.history else {}
     mean_return = last.get("charts/mean_return", float("nan"))
@@ -145,39 +140,11 @@ def evaluate_router_command(
     rate: float | None = _RATE_OPT,
 ) -> None:
     """Evaluates routers on seeded workloads and prints Table III-V style tables."""
-    import json
-
-    import torch
-
-    from hetsched.slim.experiment import evaluate_router
-    from hetsched.slim.report import aggregate, paper_table, results_console
-    from hetsched.slim.routers import ROUTERS
-
     torch.set_num_threads(1)
     scenario = _scenario(scenario_file, images, accuracy_table, rate)
-    seed_list = _seeds(seeds)
+    seed_list = _comma_list("--seeds", seeds, int)
     scenario, setup = _live(scenario, live, checkpoint, live_devices, accuracy_table)
-    console = results_console()
-    if setup is not None:
-        console.print(setup.describe())
-    results = {}
-    for name in routers:
-        path = Path(name)
-        runs = []
-        for seed in seed_list:
-            if path.suffix == ".pt" or path.is_file():
-                router = ROUTERS.create("ppo", checkpoint=path, seed=seed)
-            else:
-                router = ROUTERS.create(name, seed=seed)
-            runs.append(evaluate_router(scenario, router, seed, live=setup))
-        label = path.stem if path.suffix == ".pt" else name
-        results[label] = aggregate(runs)
-        console.print(paper_table(label, results[label], results.get("random"), len(seed_list)))
-    if setup is not None:
-        console.print(setup.energy_note())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    console.print(f"results: {out / 'results.json'}")
+    evaluate_routers(scenario, routers, seed_list, out, live=setup)
 
 
 @app.command("experiment")
@@ -197,25 +164,17 @@ def experiment_command(
     rate: float | None = _RATE_OPT,
 ) -> None:
     """The paper's experiment: random vs PPO-efficiency vs PPO-balanced, Tables III-V."""
-    import torch
-
-    from hetsched.slim.experiment import run_experiment
-    from hetsched.slim.router_training import ppo_budget
-
     torch.set_num_threads(1)
     scenario = _scenario(scenario_file, images, accuracy_table, rate)
-    ppo = ppo_budget(steps)
-    from hetsched.slim.routers import ROUTERS
-
     names = tuple(name.strip() for name in baselines.split(",") if name.strip())
     for name in names:
         ROUTERS.get(name)  # an unknown name fails here, before any training
-    seed_list = _seeds(seeds)
+    seed_list = _comma_list("--seeds", seeds, int)
     scenario, setup = _live(scenario, live, checkpoint, live_devices, accuracy_table)
-    run_experiment(scenario, seed_list, out, ppo=ppo, baselines=names, live=setup)
+    run_experiment(scenario, seed_list, out, ppo=ppo_budget(steps), baselines=names, live=setup)
 
 
-# -- model: training and accuracy table (issue 2) --------------------------------------------------
+# -- model: training and accuracy table ------------------------------------------------------------
 
 
 @app.command("train")
@@ -236,24 +195,16 @@ def train_command(
     out: Path = typer.Option(Path("runs/slim-model"), help="Folder for checkpoint and costs."),
 ) -> None:
     """Trains the slimmable SlimResNet (sandwich rule, in-place distillation, cosine LR)."""
-    from hetsched.core.config import validate_config
-    from hetsched.slim.data import load_dataset
-    from hetsched.slim.pipeline import train_with_progress
-    from hetsched.slim.train import TrainConfig
-
-    config = validate_config(
-        {
-            "epochs": epochs,
-            "batch_size": batch_size,
-            "optimizer": optimizer,
-            "lr": lr,
-            "weight_decay": weight_decay,
-            "random_tuples": random_tuples,
-            "seed": seed,
-        },
-        TrainConfig,
-        "command line",
-    )
+    knobs = {
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "optimizer": optimizer,
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "random_tuples": random_tuples,
+        "seed": seed,
+    }
+    config = validate_config(knobs, TrainConfig, "command line")
     dataset = load_dataset(data).limited(limit)
     train_with_progress(dataset, config, out, device=device, resume=resume)
 
@@ -268,35 +219,21 @@ def accuracy_command(
     limit: int | None = typer.Option(None, help="Use only the first N test images."),
 ) -> None:
     """Measures top-1 of all 256 width tuples; prints Tables I/II beside the paper's numbers."""
-    from rich.console import Console
-
-    from hetsched.slim.checkpoint import load_checkpoint, model_from_checkpoint
-    from hetsched.slim.data import load_dataset
-    from hetsched.slim.pipeline import measure_with_progress, paper_tables
-    from hetsched.slim.train import resolve_device
-
-    torch_device = resolve_device(device)
-    payload = load_checkpoint(checkpoint, str(torch_device))
-    model = model_from_checkpoint(payload, checkpoint).to(torch_device).eval()
-    dataset = load_dataset(data or payload["config"]["data"]).limited(limit)
     console = Console()
-    table = measure_with_progress(
-        model, dataset, out, batch_size=batch_size, source=dataset.name, console=console
+    table = measure_checkpoint(
+        checkpoint,
+        out,
+        data=data,
+        device=device,
+        batch_size=batch_size,
+        limit_images=limit,
+        console=console,
     )
     for rich_table in paper_tables(table):
         console.print(rich_table)
 
 
-# -- executor: device profile (issue 3, live backend) ----------------------------------------------
-
-
-def _numbers(option: str, text: str, kind: type) -> list:
-    from hetsched.core.errors import ConfigError
-
-    try:
-        return [kind(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise ConfigError(f"{option}: expected comma-separated numbers, got {text!r}") from None
+# -- executor: device profile (live backend) -------------------------------------------------------
 
 
 @app.command("profile")
@@ -315,69 +252,34 @@ def profile_command(
     out: Path = typer.Option(Path("runs/profiles"), help="Folder for NAME.json and the plots."),
 ) -> None:
     """Measures a device over batch sizes and widths; writes a profile the simulator loads."""
-    import torch
-    from rich.console import Console
-    from rich.table import Table
-
-    from hetsched.slim.checkpoint import load_model
-    from hetsched.slim.model import SlimResNet
-    from hetsched.slim.profile import run_profile
-
     if threads is not None:
         torch.set_num_threads(threads)
-    if checkpoint is not None:
-        model = load_model(checkpoint)
-    else:
-        torch.manual_seed(0)
-        model = SlimResNet(num_classes=10)
+    model = model_to_profile(checkpoint)
     console = Console()
     console.print(f"profiling {device} ({torch.get_num_threads()} torch threads)")
-
-    def on_cell(cell) -> None:
-        if cell.batch_size == max(sizes):
-            console.print(
-                f"  segment {cell.segment + 1} width {cell.width:g}: batch {cell.batch_size}"
-                f" {1e3 * cell.latency_s:.2f} ms, {cell.flops / cell.latency_s / 1e9:.0f} GFLOP/s"
-            )
-
-    sizes = _numbers("--batch-sizes", batch_sizes, int)
+    sizes = _comma_list("--batch-sizes", batch_sizes, int)
     result = run_profile(
         model,
         device,
         sizes,
-        _numbers("--widths", widths, float),
+        _comma_list("--widths", widths, float),
         out,
         name=name,
         image_size=image_size,
         min_time_s=min_time,
         passes=passes,
-        on_cell=on_cell,
+        on_cell=lambda cell: (
+            console.print(describe_cell(cell)) if cell.batch_size == max(sizes) else None
+        ),
     )
-    fit, spec = result.fit, result.spec
-    table = Table(title=f"profile {spec.name}: fitted device model")
-    table.add_column("field")
-    table.add_column("value", justify="right")
-    for field, value in (
-        ("launch overhead", f"{1e3 * fit.launch_overhead_s:.3f} ms"),
-        ("achieved throughput", f"{fit.achieved_flops_per_s / 1e9:.0f} GFLOP/s"),
-        (
-            "achieved fraction of peak",
-            f"{fit.achieved_fraction:.3f} of {fit.peak_tflops:g} TFLOP/s",
-        ),
-        ("median |relative error| of the fit", f"{100 * fit.median_relative_error:.1f} %"),
-        (
-            "knee utilisation",
-            "not measurable" if fit.knee_utilization is None else f"{fit.knee_utilization:.2f}",
-        ),
-    ):
-        table.add_row(field, value)
-    console.print(table)
+    plots = plot_profile(result.cells, out, result.spec.name, result.energy_source)
+    console.print(fit_table(result))
     console.print(f"energy: {result.energy_explanation}")
     console.print(f"profile: {result.json_path}")
-    console.print(f"plots: {', '.join(str(p) for p in result.plot_paths)}")
+    console.print(f"plots: {', '.join(str(p) for p in plots)}")
 
 
-# -- executor: one server under a generated workload (issue 3) -------------------------------------
+# -- executor: one server under a generated workload -----------------------------------------------
 
 
 @app.command("run-server")
@@ -398,17 +300,6 @@ def run_server_command(
     out: Path = typer.Option(Path("runs/slim-server"), help="Folder for the JSON and metrics."),
 ) -> None:
     """Runs one server (greedy executor) under a seeded workload; prints and saves its metrics."""
-    import json
-
-    from prometheus_client import CollectorRegistry, generate_latest
-    from rich.console import Console
-
-    from hetsched.core.config import validate_config
-    from hetsched.core.errors import ConfigError
-    from hetsched.slim.executor import ExecutorConfig
-    from hetsched.slim.run_server import report_table, run_server
-    from hetsched.slim.telemetry import register_metrics
-
     if pattern not in ("poisson", "bursty"):
         raise ConfigError(f"--pattern: expected poisson or bursty, got {pattern!r}")
     if duration_s <= 0:
@@ -421,7 +312,7 @@ def run_server_command(
         "idle_unload_s": idle_unload_s,
         "scale_queue_threshold": queue_threshold,
         "scale_max_new": scale_max_new,
-        "widths": _numbers("--widths", widths, float),
+        "widths": _comma_list("--widths", widths, float),
     }
     config = validate_config(knobs, ExecutorConfig, "command line")
     report, executor = run_server(
@@ -429,19 +320,8 @@ def run_server_command(
     )
     console = Console()
     console.print(report_table(report))
-    out.mkdir(parents=True, exist_ok=True)
-    result = {
-        "config": config.model_dump(),
-        "report": report.as_dict(),
-        "series": executor.record.series.as_dict(),
-    }
-    (out / "run-server.json").write_text(json.dumps(result, indent=1))
-    registry = CollectorRegistry()
-    register_metrics(registry, [executor])
-    (out / "metrics.prom").write_bytes(generate_latest(registry))
-    console.print(f"results: {out / 'run-server.json'}; Prometheus metrics: {out / 'metrics.prom'}")
+    json_path, metrics_path = save_run(out, config, report, executor)
+    console.print(f"results: {json_path}; Prometheus metrics: {metrics_path}")
 
-
-from hetsched.slim.serving.cli import register as register_serving  # noqa: E402
 
 register_serving(app)

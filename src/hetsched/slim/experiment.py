@@ -12,11 +12,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
 from hetsched.rl import PPOConfig
+from hetsched.slim.live_cluster import LiveSetup
 from hetsched.slim.report import (
     RunMetrics,
     aggregate,
@@ -24,14 +25,11 @@ from hetsched.slim.report import (
     results_console,
     run_metrics,
 )
-from hetsched.slim.reward import reward_weights
-from hetsched.slim.router_training import PAPER_PPO, train_router
+from hetsched.slim.reward import RewardWeights, reward_weights
+from hetsched.slim.router_training import PAPER_PPO, TrainedRouter, train_router
 from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter
 from hetsched.slim.scenario import ScenarioConfig, build_cluster, encoder_for, mean_top1
-
-if TYPE_CHECKING:
-    from hetsched.slim.live_cluster import LiveSetup
 
 TRAINING_SEED_OFFSET = 10_000
 """Training episodes draw workloads from seeds offset by this, so no evaluation workload is seen."""
@@ -55,10 +53,74 @@ def evaluate_router(
         cluster.close()
 
 
+def router_named(name: str, seed: int) -> tuple[str, Router]:
+    """A router from a registry name (``random``, ``round-robin``, ...) or a PPO checkpoint file,
+    with the label its results go under (a checkpoint's file stem)."""
+    path = Path(name)
+    if path.suffix == ".pt" or path.is_file():
+        return path.stem, ROUTERS.create("ppo", checkpoint=path, seed=seed)
+    return name, ROUTERS.create(name, seed=seed)
+
+
+def evaluate_routers(
+    scenario: ScenarioConfig,
+    names: list[str],
+    seeds: list[int],
+    out_dir: Path,
+    *,
+    live: LiveSetup | None = None,
+    console: Console | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Evaluates each router on every seed's workload, prints a Table III-V style table per router
+    (Δ against ``random`` when it came first) and writes ``OUT/results.json``."""
+    console = console or results_console()
+    if live is not None:
+        console.print(live.describe())
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for name in names:
+        runs = []
+        label = name
+        for seed in seeds:
+            label, router = router_named(name, seed)
+            runs.append(evaluate_router(scenario, router, seed, live=live))
+        results[label] = aggregate(runs)
+        console.print(paper_table(label, results[label], results.get("random"), len(seeds)))
+    if live is not None:
+        console.print(live.energy_note())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    console.print(f"results: {out_dir / 'results.json'}")
+    return results
+
+
 def training_clusters(scenario: ScenarioConfig, seed: int) -> Callable[[int], Any]:
     """Episode factory for training: each episode a fresh workload (seeded, disjoint from eval)."""
     return lambda episode_seed: build_cluster(
         scenario, TRAINING_SEED_OFFSET + seed * 1_000 + episode_seed % 1_000
+    )
+
+
+def train_scenario_router(
+    scenario: ScenarioConfig,
+    weights: RewardWeights,
+    ppo: PPOConfig,
+    out_dir: Path,
+    *,
+    name: str,
+    preset: str,
+) -> TrainedRouter:
+    """Trains one PPO router on the scenario's training episodes (seeded by ``ppo.seed``), with a
+    progress bar; writes its checkpoint and training curves under ``out_dir``."""
+    return train_router(
+        training_clusters(scenario, ppo.seed),
+        encoder_for(scenario),
+        weights,
+        ppo,
+        mean_top1=mean_top1(scenario),
+        out_dir=out_dir,
+        name=name,
+        metadata={"preset": preset, "scenario": scenario.model_dump()},
+        progress=True,
     )
 
 

@@ -1,7 +1,7 @@
 """The live side of the Slim cluster: greedy executors on real devices, real test images.
 
 :func:`hetsched.slim.scenario.build_cluster` builds the one cluster mechanism for both worlds
-(ARCHITECTURE.md principle 2); with a :class:`LiveSetup` its servers are
+(docs/architecture.md, "one mechanism"); with a :class:`LiveSetup` its servers are
 :class:`~hetsched.slim.executor.GreedyExecutor` (Algorithm 1) on
 :class:`~hetsched.slim.backends.torch_live.TorchBackend`, all on ONE shared
 :class:`~hetsched.core.realtime.RealTimeLoop`, so the cluster's ``next_state`` steps the wall
@@ -24,20 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from hetsched.core.errors import ConfigError
 from hetsched.core.realtime import RealTimeLoop
-from hetsched.slim.accuracy import AccuracyTable
 from hetsched.slim.backends.base import BatchDone, SegmentKey
 from hetsched.slim.backends.torch_live import LiveInstance, TorchBackend, resolve_live_device
 from hetsched.slim.checkpoint import load_checkpoint, model_from_checkpoint
+from hetsched.slim.cluster import ClusterConfig, SlimCluster
 from hetsched.slim.data import load_dataset
 from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
 from hetsched.slim.model import SlimResNet
 from hetsched.slim.pipeline import ACCURACY_TABLE_NAME
-from hetsched.slim.scenario import TableAccuracy
+from hetsched.slim.scenario import ScenarioConfig, TableAccuracy
 
 LINK_NOTE = (
     "link: loopback (activations copied in memory, no simulated delay; their real copy cost is"
@@ -45,19 +44,26 @@ LINK_NOTE = (
 )
 
 
-class LiveAccuracy(TableAccuracy):
+class LiveAccuracy:
     """The table's prior for a width prefix; the model's real answer for correctness.
 
     Args:
-        table: Accuracy table for the prior (segments 1-3 of eq. 7's p̃_acc).
-        difficulty: Per-image difficulties of :class:`TableAccuracy` (used only if asked for
-            correctness without an output).
+        table_oracle: The simulated world's oracle: the prior (segments 1-3 of eq. 7's p̃_acc)
+            and, asked for correctness without an output, its answer.
         labels: Labels of the test images; image i is test image i mod n.
     """
 
-    def __init__(self, table: AccuracyTable, difficulty: np.ndarray, labels: torch.Tensor) -> None:
-        super().__init__(table, difficulty)
+    def __init__(self, table_oracle: TableAccuracy, labels: torch.Tensor) -> None:
+        self.table_oracle = table_oracle
         self._labels = labels
+
+    def prior(self, widths: Sequence[float]) -> float:
+        """The table's p̃_acc of a width prefix."""
+        return self.table_oracle.prior(widths)
+
+    def correct(self, widths: Sequence[float], image_index: int) -> bool:
+        """The table's answer (used only for an image that carries no output)."""
+        return self.table_oracle.correct(widths, image_index)
 
     def correct_output(self, image_index: int, output: Any) -> bool:
         """Whether the argmax of the last segment's logits is the image's label."""
@@ -138,7 +144,7 @@ class LiveSetup:
                 f"{checkpoint}: the model has widths {model.widths}, the router's widths"
                 f" {missing} are not among them"
             )
-        chosen, note = _choose_devices(server_count, devices)
+        chosen, note = choose_devices(server_count, devices)
         for device in chosen:
             resolve_live_device(device)
         dataset = load_dataset(payload["config"]["data"])
@@ -157,9 +163,19 @@ class LiveSetup:
             servers.append(GreedyExecutor(backend, loop, config, name=name))
         return loop, servers
 
-    def accuracy(self, table: AccuracyTable, difficulty: np.ndarray) -> LiveAccuracy:
-        """The oracle: ``table``'s prior, the test labels for correctness."""
-        return LiveAccuracy(table, difficulty, self.labels)
+    def open_cluster(
+        self, scenario: ScenarioConfig, config: ClusterConfig, oracle: TableAccuracy
+    ) -> SlimCluster:
+        """A cluster of fresh live servers (one evaluation run); closing it frees the devices.
+
+        Activations move in memory; correctness is the model's real answer (see module doc).
+        """
+        clock, servers = self.servers(scenario.executor)
+        accuracy = LiveAccuracy(oracle, self.labels)
+        cluster = SlimCluster(servers, clock, in_memory_transfer, accuracy, config)
+        for server in servers:
+            cluster.on_close(server.backend.close)
+        return cluster
 
     def image(self, image_id: int) -> torch.Tensor:
         """The test image workload image ``image_id`` carries (in turn again past the split)."""
@@ -179,15 +195,32 @@ class LiveSetup:
         return f"live energy and power figures: source {sources} (per-server meter)"
 
 
+def open_live_scenario(
+    scenario: ScenarioConfig,
+    checkpoint: Path,
+    device_names: Sequence[str] | None = None,
+    *,
+    accuracy_table_given: bool = False,
+) -> tuple[ScenarioConfig, LiveSetup]:
+    """The live setup of ``scenario`` and the scenario it runs, checked before any work.
+
+    Live, a measured ``accuracy_table.json`` beside the checkpoint is the default prior unless
+    one was given (for training too, so the router learns the model it will run).
+    """
+    setup = LiveSetup.open(checkpoint, len(scenario.servers), scenario.widths, device_names)
+    beside = measured_table_beside(checkpoint)
+    if not accuracy_table_given and scenario.accuracy_table == "paper" and beside is not None:
+        scenario = scenario.model_copy(update={"accuracy_table": str(beside)})
+    return scenario, setup
+
+
 def measured_table_beside(checkpoint: Path) -> Path | None:
     """The ``accuracy_table.json`` that ``hetsched slim accuracy`` wrote beside ``checkpoint``."""
     path = Path(checkpoint).parent / ACCURACY_TABLE_NAME
     return path if path.is_file() else None
 
 
-def _choose_devices(
-    server_count: int, devices: Sequence[str] | None
-) -> tuple[tuple[str, ...], str]:
+def choose_devices(server_count: int, devices: Sequence[str] | None) -> tuple[tuple[str, ...], str]:
     """The devices of the servers and a note on how they were chosen."""
     if devices:
         chosen, note = tuple(devices), "as given"

@@ -16,10 +16,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hetsched.slim.accuracy import PAPER_TABLE_I, PAPER_TABLE_II, AccuracyTable
+from hetsched.slim.checkpoint import load_checkpoint, model_from_checkpoint
 from hetsched.slim.costs import compute_cost_table
-from hetsched.slim.data import ImageDataset
+from hetsched.slim.data import ImageDataset, load_dataset
 from hetsched.slim.model import SlimResNet
-from hetsched.slim.train import EpochStats, TrainConfig, train_slimresnet
+from hetsched.slim.train import EpochStats, TrainConfig, resolve_device, train_slimresnet
 
 COST_TABLE_NAME = "cost_table.json"
 HISTORY_NAME = "training_history.json"
@@ -85,6 +86,27 @@ def train_with_progress(
     (out_dir / HISTORY_NAME).write_text(json.dumps([asdict(h) for h in history], indent=1))
     console.print(f"checkpoint and cost table in {out_dir}")
     return model, history
+
+
+def measure_checkpoint(
+    checkpoint: Path,
+    out_dir: Path,
+    *,
+    data: str | None = None,
+    device: str = "cpu",
+    batch_size: int = 128,
+    limit_images: int | None = None,
+    console: Console | None = None,
+) -> AccuracyTable:
+    """Measures the trained model in ``checkpoint`` on ``data``'s test split (default: the data
+    set it was trained on); writes ``accuracy_table.json`` (see :func:`measure_with_progress`)."""
+    torch_device = resolve_device(device)
+    payload = load_checkpoint(checkpoint, str(torch_device))
+    model = model_from_checkpoint(payload, checkpoint).to(torch_device).eval()
+    dataset = load_dataset(data or payload["config"]["data"]).limited(limit_images)
+    return measure_with_progress(
+        model, dataset, out_dir, batch_size=batch_size, source=dataset.name, console=console
+    )
 
 
 def measure_with_progress(

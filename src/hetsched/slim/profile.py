@@ -15,8 +15,8 @@ fields of a :class:`~hetsched.core.devices.DeviceSpec` are fitted:
 
 The profile JSON is ``{"device": DeviceSpec fields, "fit": ..., "measurements": [...]}``, which
 :func:`~hetsched.core.devices.load_device` loads, so the simulated backend can model the measured
-device. Three PNGs redraw the paper's Figs 1-3 for the device: memory vs batch size per segment,
-energy vs utilisation, latency vs utilisation.
+device. :mod:`hetsched.slim.profile_plots` redraws the paper's Figs 1-3 from the cells: memory vs
+batch size per segment, energy vs utilisation, latency vs utilisation.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from rich.table import Table
 
 from hetsched.core.devices import DeviceSpec
 from hetsched.core.energy import EnergyMeter, best_meter
@@ -43,9 +44,9 @@ from hetsched.slim.backends.torch_live import (
     random_activations,
     resolve_live_device,
 )
+from hetsched.slim.checkpoint import load_model
 from hetsched.slim.costs import SegmentCost, compute_cost_table
 from hetsched.slim.model import NUM_SEGMENTS, SlimResNet, extract_segment
-from hetsched.slim.profile_plots import plot_profile
 
 KNEE_SLOPE_RATIO = 3.0
 """A knee is accepted where latency/line grows this many times faster above it than below."""
@@ -310,12 +311,15 @@ def measure_idle_power_w(meter: EnergyMeter, seconds: float) -> float | None:
 
 @dataclass(frozen=True)
 class ProfileResult:
+    """A finished profile: the fitted device, its fit and cells, and where the JSON went."""
+
     spec: DeviceSpec
     fit: ProfileFit
     cells: list[ProfileCell]
+    energy_source: str
+    """Where the energy figures come from (``nvml``, ``rapl``, ``power-model``)."""
     energy_explanation: str
     json_path: Path
-    plot_paths: list[Path]
 
 
 def run_profile(
@@ -332,7 +336,10 @@ def run_profile(
     idle_s: float = 1.0,
     on_cell: Callable[[ProfileCell], None] | None = None,
 ) -> ProfileResult:
-    """Profiles ``device``, writes ``OUT/NAME.json`` and the three figures; returns all of it.
+    """Profiles ``device`` and writes ``OUT/NAME.json``; returns all of it.
+
+    The figures are drawn beside it, from the result, by
+    :func:`~hetsched.slim.profile_plots.plot_profile`.
 
     Raises:
         ConfigError: For a bad device, a width the model lacks, a non-positive batch size or
@@ -400,5 +407,41 @@ def run_profile(
             indent=1,
         )
     )
-    plots = plot_profile(cells, out_dir, name, meter.source)
-    return ProfileResult(spec, fit, cells, meter.explanation, json_path, plots)
+    return ProfileResult(spec, fit, cells, meter.source, meter.explanation, json_path)
+
+
+def model_to_profile(checkpoint: Path | None) -> SlimResNet:
+    """The trained model in ``checkpoint``, or seeded random weights (latency does not care)."""
+    if checkpoint is not None:
+        return load_model(checkpoint)
+    torch.manual_seed(0)
+    return SlimResNet(num_classes=10)
+
+
+def fit_table(result: ProfileResult) -> Table:
+    """The fitted device model of a profile as a rich table (one field per row)."""
+    fit = result.fit
+    table = Table(title=f"profile {result.spec.name}: fitted device model")
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    knee = "not measurable" if fit.knee_utilization is None else f"{fit.knee_utilization:.2f}"
+    for field, value in (
+        ("launch overhead", f"{1e3 * fit.launch_overhead_s:.3f} ms"),
+        ("achieved throughput", f"{fit.achieved_flops_per_s / 1e9:.0f} GFLOP/s"),
+        (
+            "achieved fraction of peak",
+            f"{fit.achieved_fraction:.3f} of {fit.peak_tflops:g} TFLOP/s",
+        ),
+        ("median |relative error| of the fit", f"{100 * fit.median_relative_error:.1f} %"),
+        ("knee utilisation", knee),
+    ):
+        table.add_row(field, value)
+    return table
+
+
+def describe_cell(cell: ProfileCell) -> str:
+    """One measured cell as a progress line (latency and achieved GFLOP/s)."""
+    return (
+        f"  segment {cell.segment + 1} width {cell.width:g}: batch {cell.batch_size}"
+        f" {1e3 * cell.latency_s:.2f} ms, {cell.flops / cell.latency_s / 1e9:.0f} GFLOP/s"
+    )

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hetsched.slim.model import NUM_SEGMENTS
-
-if TYPE_CHECKING:
-    from hetsched.slim.profile import ProfileCell
+from hetsched.slim.profile import ProfileCell
 
 DPI = 80
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")

@@ -9,20 +9,29 @@ exposition of the run. :func:`open_server` is the one place a backend (and its c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from prometheus_client import CollectorRegistry, generate_latest
+from rich.table import Table
 
 from hetsched.core.devices import load_device
 from hetsched.core.errors import ConfigError
 from hetsched.core.events import EventLoop
 from hetsched.core.metrics import Summary
+from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.backends.base import ExecutorBackend
 from hetsched.slim.backends.sim import SimulatedBackend
+from hetsched.slim.backends.torch_live import TorchBackend, random_activations
 from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
+from hetsched.slim.model import SlimResNet
 from hetsched.slim.scenario import cifar100_costs
+from hetsched.slim.telemetry import register_metrics
 from hetsched.slim.workload import (
     Pattern,
     SegmentWorkload,
@@ -84,8 +93,6 @@ class _WithActivations:
     def submit(
         self, segment: int, width: float, prev_width: float | None, done: Callable[[float], None]
     ) -> None:
-        from hetsched.slim.backends.torch_live import random_activations
-
         key = (segment, prev_width)
         if key not in self._activations:
             batch = random_activations(segment, prev_width or 1.0, 1, self._image_size)
@@ -105,12 +112,6 @@ def open_live_server(device: str, image_size: int = 32) -> OpenServer:
     The model has seeded random weights of the CIFAR-100 shape (100 classes, ``image_size``
     pixels): the same segments the simulated twin costs, and latency does not depend on weights.
     """
-    import torch
-
-    from hetsched.core.realtime import RealTimeLoop
-    from hetsched.slim.backends.torch_live import TorchBackend
-    from hetsched.slim.model import SlimResNet
-
     loop = RealTimeLoop()
     torch.manual_seed(0)
     try:
@@ -224,10 +225,8 @@ def run_server(
     return report, executor
 
 
-def report_table(report: ServerReport):
+def report_table(report: ServerReport) -> Table:
     """The report as a rich table (one metric per row)."""
-    from rich.table import Table
-
     latency, queue = report.latency_s, report.queue_s
     table = Table(
         title=f"run-server {report.backend} {report.device}: {report.pattern} at"
@@ -257,6 +256,26 @@ def report_table(report: ServerReport):
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def save_run(
+    out_dir: Path, config: ExecutorConfig, report: ServerReport, executor: GreedyExecutor
+) -> tuple[Path, Path]:
+    """Writes ``OUT/run-server.json`` (config, report, sampled series) and ``OUT/metrics.prom``
+    (the executor's Prometheus metrics now); returns both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = {
+        "config": config.model_dump(),
+        "report": report.as_dict(),
+        "series": executor.record.series.as_dict(),
+    }
+    json_path = out_dir / "run-server.json"
+    json_path.write_text(json.dumps(result, indent=1))
+    registry = CollectorRegistry()
+    register_metrics(registry, [executor])
+    metrics_path = out_dir / "metrics.prom"
+    metrics_path.write_bytes(generate_latest(registry))
+    return json_path, metrics_path
 
 
 def _millis(*seconds: float) -> str:

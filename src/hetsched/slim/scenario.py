@@ -6,16 +6,17 @@ GTX 980 Ti servers, each running the greedy executor (Algorithm 1,
 (:class:`~hetsched.slim.backends.sim.SimulatedBackend`, costs from the analytic SlimResNet cost
 table for CIFAR-100), activations moving over a shared Wi-Fi 5 link
 (:mod:`hetsched.slim.network`), bursty arrivals (:mod:`hetsched.slim.workload`), the paper's
-accuracy table (Tables I/II with nearest-neighbour lookup) or a measured one. With a
-:class:`~hetsched.slim.live_cluster.LiveSetup` the same scenario runs on the live backend.
+accuracy table (Tables I/II with nearest-neighbour lookup) or a measured one. Given other
+:class:`ClusterServers` (the live ones of :class:`~hetsched.slim.live_cluster.LiveSetup`) the
+same scenario runs there; this module does not know the live side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from itertools import product
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -33,9 +34,6 @@ from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
 from hetsched.slim.network import Link, link_config
 from hetsched.slim.routers.ppo import StateEncoder
 from hetsched.slim.workload import arrival_times_s as draw_arrivals
-
-if TYPE_CHECKING:
-    from hetsched.slim.live_cluster import LiveSetup
 
 CIFAR100_CLASSES = 100
 
@@ -97,6 +95,19 @@ class TableAccuracy:
         return bool(self._difficulty[image_index] < self.prior(widths))
 
 
+class ClusterServers(Protocol):
+    """Servers other than the simulated ones, which a scenario's cluster can run on (live)."""
+
+    def open_cluster(
+        self, scenario: ScenarioConfig, config: ClusterConfig, oracle: TableAccuracy
+    ) -> SlimCluster:
+        """A cluster on fresh servers and a fresh clock; ``oracle`` is the simulated world's
+        accuracy signal, for the servers to use or to refine (with real outputs)."""
+
+    def image(self, image_id: int) -> Any:
+        """The payload workload image ``image_id`` carries (None: nothing to compute on)."""
+
+
 def accuracy_table(scenario: ScenarioConfig) -> AccuracyTable:
     """The scenario's accuracy table: ``paper`` (Tables I/II) or a measured table's JSON."""
     return load_accuracy_table(scenario.accuracy_table)
@@ -132,9 +143,9 @@ def arrival_times_s(scenario: ScenarioConfig, rng: np.random.Generator) -> np.nd
 
 
 def build_cluster(
-    scenario: ScenarioConfig, seed: int, *, live: LiveSetup | None = None
+    scenario: ScenarioConfig, seed: int, *, live: ClusterServers | None = None
 ) -> SlimCluster:
-    """A fresh cluster with the seed's workload scheduled: simulated, or live with ``live``.
+    """A fresh cluster with the seed's workload scheduled: simulated, or on ``live``'s servers.
 
     Both worlds share everything but the servers, the link and the correctness signal: live, the
     servers are greedy executors on the live backend on one real-time loop, arrivals follow the
@@ -159,20 +170,13 @@ def build_cluster(
     table = accuracy_table(scenario)
     rng = make_rng(seed)
     difficulty = rng.random(scenario.num_images)
+    oracle = TableAccuracy(table, difficulty)
+    image_payload: Callable[[int], Any] | None = None
     if live is None:
         loop, servers, transfer_time = _simulated_servers(scenario)
-        accuracy = TableAccuracy(table, difficulty)
-        cluster = SlimCluster(servers, loop, transfer_time, accuracy, config)
-        image_payload = None
+        cluster = SlimCluster(servers, loop, transfer_time, oracle, config)
     else:
-        from hetsched.slim.live_cluster import in_memory_transfer
-
-        clock, live_servers = live.servers(scenario.executor)
-        cluster = SlimCluster(
-            live_servers, clock, in_memory_transfer, live.accuracy(table, difficulty), config
-        )
-        for server in live_servers:
-            cluster.on_close(server.backend.close)
+        cluster = live.open_cluster(scenario, config, oracle)
         image_payload = live.image
     start_s = cluster.clock.now_s()  # the wall clock has moved while the servers were built
     arrivals_s = start_s + arrival_times_s(scenario, rng)

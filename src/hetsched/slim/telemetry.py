@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from prometheus_client.core import (
@@ -25,9 +25,7 @@ from prometheus_client.core import (
 )
 
 from hetsched.core.metrics import Summary, summarize
-
-if TYPE_CHECKING:
-    from hetsched.slim.executor import GreedyExecutor
+from hetsched.slim.backends.base import ExecutorBackend
 
 DURATION_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """Histogram bucket bounds of the Prometheus durations (seconds)."""
@@ -66,6 +64,33 @@ class TelemetrySeries:
         }
 
 
+class ObservedExecutor(Protocol):
+    """What the telemetry reads of an executor (the greedy executor is one): its state now.
+
+    The telemetry depends on this view, not on the executor, so the executor can own its record.
+    """
+
+    name: str
+    backend: ExecutorBackend
+    vram_cap_bytes: int
+
+    @property
+    def record(self) -> ExecutorTelemetry: ...
+
+    @property
+    def queue_length(self) -> int: ...
+
+    def queue_by_segment(self) -> tuple[int, ...]: ...
+
+    @property
+    def running_batches(self) -> int: ...
+
+    @property
+    def instances_loaded(self) -> int: ...
+
+    def energy(self) -> tuple[float, str]: ...
+
+
 class ExecutorTelemetry:
     """Counters, durations and the sampled series of one executor.
 
@@ -90,7 +115,7 @@ class ExecutorTelemetry:
         self.next_sample_s = float("-inf")
         """When the next sample is due (the executor then calls :meth:`sample`)."""
 
-    def sample(self, now_s: float, executor: GreedyExecutor) -> None:
+    def sample(self, now_s: float, executor: ObservedExecutor) -> None:
         """Appends one row of the series from the executor's and backend's state now."""
         self.next_sample_s = now_s + self.sample_interval_s
         backend = executor.backend
@@ -141,7 +166,7 @@ class ExecutorCollector:
     ``hetsched_slim_requests_total``, ``hetsched_slim_batches_total`` (counters).
     """
 
-    def __init__(self, executors: Sequence[GreedyExecutor]) -> None:
+    def __init__(self, executors: Sequence[ObservedExecutor]) -> None:
         self.executors = list(executors)
 
     def collect(self) -> Iterator[Any]:
@@ -221,6 +246,6 @@ class ExecutorCollector:
         yield energy
 
 
-def register_metrics(registry: CollectorRegistry, executors: Sequence[GreedyExecutor]) -> None:
+def register_metrics(registry: CollectorRegistry, executors: Sequence[ObservedExecutor]) -> None:
     """Exposes ``executors`` on ``registry`` (pass a fresh registry per server or test)."""
     registry.register(ExecutorCollector(executors))
