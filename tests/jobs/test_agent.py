@@ -9,12 +9,13 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 from hetsched.core.errors import DataError, HetschedError, UnknownNameError
-from hetsched.jobs.agent import JobScoringAgent, RLPriorityPolicy, load_checkpoint, save_checkpoint
+from hetsched.jobs.agent import JobScoringAgent, load_checkpoint, save_checkpoint
 from hetsched.jobs.cluster import Cluster, Node
 from hetsched.jobs.environment import PrioritisationEnv, normalised_gap
 from hetsched.jobs.estimates import fill_requested_times
 from hetsched.jobs.features import CRITIC_FEATURES, OBS_FEATURES
-from hetsched.jobs.policies import PRIORITY_POLICIES, make_policy
+from hetsched.jobs.policies import make_policy
+from hetsched.jobs.rl_policy import RLPriorityPolicy, policy_by_name
 from hetsched.jobs.simulator import SimulationConfig, Simulator
 from hetsched.jobs.synthetic import generate
 
@@ -117,22 +118,22 @@ def test_bad_checkpoints_are_rejected_with_the_file_named(tmp_path):
         load_checkpoint(bad_shape)
 
 
-def test_policy_plugs_into_the_simulator_by_name_and_by_path(small, tmp_path):
+def test_policy_plugs_into_the_simulator_by_path(small, tmp_path):
     jobs, cluster = small
     window = jobs.window(0, 120)
     path = tmp_path / "agent.pt"
     torch.manual_seed(4)
     save_checkpoint(path, JobScoringAgent(QUEUE), {"base_policy": "fcfs"})
-    by_path = make_policy(str(path))
-    by_name = PRIORITY_POLICIES.create("rltune", checkpoint=str(path))
-    results = [Simulator(window, cluster, p, SimulationConfig()).run() for p in (by_path, by_name)]
+    by_path = policy_by_name(str(path))
+    loaded = RLPriorityPolicy.from_checkpoint(path)
+    results = [Simulator(window, cluster, p, SimulationConfig()).run() for p in (by_path, loaded)]
     assert results[0].finished.all()
     assert np.array_equal(results[0].start_s, results[1].start_s)  # deterministic
     assert (results[0].start_s >= window.submit_time_s).all()
     with pytest.raises(DataError):
-        make_policy(str(tmp_path / "nope.pt"))
+        policy_by_name(str(tmp_path / "nope.pt"))
     with pytest.raises(UnknownNameError):
-        make_policy("rl-tune")
+        policy_by_name("rl-tune")
 
 
 def test_environment_passes_check_env(small):

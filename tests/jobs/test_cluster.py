@@ -16,12 +16,12 @@ from hetsched.jobs.cluster import (
     with_speed_factors,
 )
 from hetsched.jobs.placement import (
-    PLACERS,
     JobRequest,
     candidate_placements,
     capacity_per_node,
     min_nodes,
 )
+from hetsched.jobs.placers import PLACERS
 
 
 def _request(cluster, gpus, cpus=0.0, memory=0.0, types=None, vc=None):

@@ -10,7 +10,8 @@ from hetsched.core.errors import ConfigError
 from hetsched.jobs.cluster import Cluster, ClusterState, Node
 from hetsched.jobs.milp import MILPPlacer, ObjectiveWeights, build_problem, solve
 from hetsched.jobs.model import Job, JobTable
-from hetsched.jobs.placement import PLACERS, JobRequest, candidate_placements
+from hetsched.jobs.placement import JobRequest, candidate_placements
+from hetsched.jobs.placers import PLACERS
 from hetsched.jobs.policies import make_policy
 from hetsched.jobs.simulator import SimulationConfig, Simulator
 

@@ -15,6 +15,7 @@ from hetsched.cli import typer_app
 from hetsched.core.errors import DataError, HetschedError, UnknownNameError
 from hetsched.jobs.environment import PrioritisationEnv
 from hetsched.jobs.policies import make_policy
+from hetsched.jobs.rl_policy import policy_by_name
 from hetsched.jobs.scenario import load_scenario, slice_cluster, split_by_time
 from hetsched.jobs.simulator import SimulationConfig, Simulator
 
@@ -80,7 +81,7 @@ def test_evaluate_prints_tables_and_saves_results(trained, tmp_path):
     for name in ("comparison.csv", "transfer_wait_s.csv", "windows.csv", "box_wait_s.png"):
         assert (out / name).stat().st_size > 0
     # The same checkpoint also runs inside `hetsched jobs simulate`-style code by path.
-    assert make_policy(str(trained / "agent.pt")).name == "RL-fcfs"
+    assert policy_by_name(str(trained / "agent.pt")).name == "RL-fcfs"
 
 
 def test_simulate_takes_a_checkpoint_beside_policy_names(trained, tmp_path):
@@ -89,8 +90,8 @@ def test_simulate_takes_a_checkpoint_beside_policy_names(trained, tmp_path):
     data = ["--synthetic", "philly", "--jobs", "300"]
     _invoke("simulate", *data, "--policy", f"fcfs,{checkpoint}", "--out", str(out))
     rows = json.loads((out / "results.json").read_text())["results"]
-    assert [r["policy"] for r in rows] == ["fcfs", checkpoint]
-    assert (out / "jobs_agent_greedy.csv").stat().st_size > 0
+    assert [r["policy"] for r in rows] == ["fcfs", "RL-fcfs"]  # labelled by its base policy
+    assert (out / "jobs_RL-fcfs_greedy.csv").stat().st_size > 0
     missing = _fails("simulate", *data, "--policy", str(tmp_path / "none.pt"), "--out", str(out))
     assert isinstance(missing, HetschedError) and "none.pt" in str(missing)
 

@@ -194,7 +194,8 @@ def test_golden_lublin_windows(shared_traces):
     jobs = fill_requested_times(trace.jobs, "oracle")
     for (start, policy, mode), bsld in GOLDEN.items():
         config = SimulationConfig(queue_mode=mode)
-        result = run_policy(jobs.window(start, 1024), trace.cluster, policy, config)
+        window = jobs.window(start, 1024)
+        result = run_policy(window, trace.cluster, make_policy(policy), config)
         assert result.summary()["bsld"] == pytest.approx(bsld, rel=1e-9), (start, policy, mode)
 
 
@@ -202,7 +203,8 @@ def test_window_evaluation_is_paired_and_seeded():
     jobs = fill_requested_times(generate("helios", 600, seed=2, arrival_scale=3.0), "oracle")
     starts = window_starts(len(jobs), 128, 3, seed=5)
     assert np.array_equal(starts, window_starts(len(jobs), 128, 3, seed=5))
-    rows = evaluate_windows(jobs, CLUSTERS.create("helios"), ["fcfs", "sjf"], ["easy"], 128, 3, 5)
+    policies = [make_policy("fcfs"), make_policy("sjf")]
+    rows = evaluate_windows(jobs, CLUSTERS.create("helios"), policies, ["easy"], 128, 3, 5)
     assert [(r.policy, r.windows) for r in rows] == [("fcfs", 3), ("sjf", 3)]
     with pytest.raises(ValueError, match="longer than the trace"):
         window_starts(10, 20, 1, 0)

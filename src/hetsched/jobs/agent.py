@@ -1,4 +1,4 @@
-"""RLTune's actor-critic (Fig. 9) and the priority policy that plugs it into the simulator.
+"""RLTune's actor-critic (Fig. 9) and its checkpoints.
 
 The actor is one small 3-layer MLP applied to every queue slot with shared weights (the paper's
 "sliding window" over the jobs), so the priority of a job depends on its own 8 features and the
@@ -26,10 +26,7 @@ from hetsched.jobs.features import (
     MAX_QUEUE_SIZE,
     OBS_FEATURES,
     QueueFeatures,
-    build_features,
-    choice_possible,
 )
-from hetsched.jobs.policies import QueueState
 from hetsched.rl import ActionAndValue, MaskedCategorical
 
 CHECKPOINT_FORMAT = "hetsched-rltune-agent-v1"
@@ -162,42 +159,3 @@ def load_checkpoint(path: str | Path) -> tuple[JobScoringAgent, dict[str, Any]]:
         raise DataError(f"weights do not match the architecture: {error}", path=str(path)) from None
     agent.eval()
     return agent, dict(payload.get("meta", {}))
-
-
-class RLPriorityPolicy:
-    """The trained actor as a :class:`~hetsched.jobs.policies.PriorityPolicy` (lower score first).
-
-    Visible jobs (the ``max_queue`` oldest) are ranked by the actor's logits; older jobs beyond the
-    window come after them in submission order. ``starts_per_pass = 1`` makes the simulator
-    re-score after every start, because the features (free GPUs, ``can_schedule_now``, ...) change
-    with each one, which is also how the agent acted in training.
-
-    Args:
-        agent: The actor-critic.
-        name: Label in tables.
-    """
-
-    starts_per_pass = 1
-
-    def __init__(self, agent: JobScoringAgent, name: str = "rltune") -> None:
-        self.agent = agent
-        self.name = name
-
-    @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, name: str | None = None) -> RLPriorityPolicy:
-        """Loads ``checkpoint``; the default name is ``RL-<base policy it was trained against>``."""
-        agent, meta = load_checkpoint(checkpoint)
-        return cls(agent, name or f"RL-{meta.get('base_policy', 'unknown')}")
-
-    def score(self, state: QueueState) -> np.ndarray:
-        """Negated logits for the visible jobs, +inf (submission order) for the rest; submission
-        order when at most one job can start (as in training, the order matters only then)."""
-        if not choice_possible(state, self.agent.max_queue):
-            return np.arange(len(state.queue), dtype=np.float64)
-        scores = np.full(len(state.queue), np.inf)
-        features = build_features(state, self.agent.max_queue)
-        visible = len(features.queue)
-        # Jobs that cannot start now go last, so the simulator does not try to place them first.
-        ranked = np.where(features.can_start[:visible], -self.agent.priorities(features), np.inf)
-        scores[:visible] = ranked
-        return scores

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from hetsched.core.config import StrictModel, load_config
-from hetsched.core.errors import ConfigError
+from hetsched.core.errors import ConfigError, HetschedError
 from hetsched.core.registry import Registry
 
 
@@ -413,3 +413,26 @@ def map_virtual_clusters(
     for rank, vc in enumerate(foreign):
         mapping[vc] = targets[rank % len(targets)]
     return mapping
+
+
+def resolve_cluster(
+    name: str | None, trace_cluster: Cluster | None = None, default_name: str | None = None
+) -> Cluster:
+    """The cluster a command runs on: ``--cluster`` (a built-in name or a YAML file) when given,
+    else the cluster the trace defines, else the built-in ``default_name``.
+
+    Raises:
+        HetschedError: When none of the three is available (the message says to pass --cluster).
+    """
+    if name is None:
+        if trace_cluster is not None:
+            return trace_cluster
+        if default_name is None:
+            raise HetschedError(
+                f"the trace defines no cluster and its format has no default one; pass --cluster"
+                f" (a YAML file or one of: {', '.join(CLUSTERS.names())})"
+            )
+        name = default_name
+    if name.endswith((".yaml", ".yml")):
+        return load_cluster(name)
+    return CLUSTERS.create(name)

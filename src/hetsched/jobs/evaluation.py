@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.jobs.agent import RLPriorityPolicy, load_checkpoint
+from hetsched.jobs.agent import load_checkpoint
 from hetsched.jobs.cluster import Cluster
 from hetsched.jobs.model import JobTable
 from hetsched.jobs.policies import make_policy
+from hetsched.jobs.rl_policy import RLPriorityPolicy
 from hetsched.jobs.simulator import SimulationConfig, Simulator
 from hetsched.jobs.windows import window_starts
 

@@ -19,7 +19,6 @@ from typing import Protocol
 
 import numpy as np
 
-from hetsched.core.registry import Registry
 from hetsched.jobs.cluster import Allocation, Cluster, ClusterState
 
 
@@ -190,10 +189,6 @@ class Placer(Protocol):
         ...
 
 
-PLACERS: Registry = Registry("placer")
-
-
-@PLACERS.register("pack")
 class PackPlacer:
     """Fewest nodes, best fit: keeps large free blocks for large jobs (consolidation)."""
 
@@ -204,7 +199,6 @@ class PackPlacer:
         return place_on_nodes(request, state, None, spread=False)
 
 
-@PLACERS.register("spread")
 class SpreadPlacer:
     """Most-free nodes: balances load and eases intra-node contention."""
 
@@ -213,12 +207,3 @@ class SpreadPlacer:
     def place(self, request: JobRequest, state: ClusterState) -> Allocation | None:
         """Worst-fit placement on the fewest nodes, GPUs split evenly."""
         return place_on_nodes(request, state, None, spread=True)
-
-
-@PLACERS.register("milp")
-def milp_placer(**options: object) -> Placer:
-    """RLTune's MILP placement (:class:`hetsched.jobs.milp.MILPPlacer`), imported on first use so
-    the solvers load only when asked for."""
-    from hetsched.jobs.milp import MILPPlacer
-
-    return MILPPlacer(**options)

@@ -265,18 +265,7 @@ def read_priority_file(path: Path) -> dict[str, float]:
     return out
 
 
-@PRIORITY_POLICIES.register("rltune")
-def rltune_policy(checkpoint: str, name: str | None = None) -> PriorityPolicy:
-    """RLTune's trained prioritiser (:class:`hetsched.jobs.agent.RLPriorityPolicy`) from a
-    checkpoint; imported on first use so torch loads only when asked for."""
-    from hetsched.jobs.agent import RLPriorityPolicy
-
-    return RLPriorityPolicy.from_checkpoint(checkpoint, name)
-
-
 def make_policy(name: str, **options: object) -> PriorityPolicy:
-    """Instantiates the policy registered as ``name`` (unknown names list the known ones); a
-    name ending in ``.pt`` is an RLTune checkpoint."""
-    if name.endswith(".pt"):
-        return rltune_policy(name, **options)  # type: ignore[arg-type]
-    return PRIORITY_POLICIES.create(name, **options)
+    """Instantiates the policy registered as ``name``; an unknown name lists the known ones."""
+    policy: PriorityPolicy = PRIORITY_POLICIES.create(name, **options)
+    return policy

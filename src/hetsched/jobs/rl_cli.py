@@ -8,17 +8,25 @@ evaluated by ``evaluate`` on the held-out 10 % of the same jobs when given the s
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from hetsched.core.errors import HetschedError
+from hetsched.jobs.agent import load_checkpoint
 from hetsched.jobs.cli_options import option_group
-
-if TYPE_CHECKING:
-    from hetsched.jobs.scenario import Scenario
+from hetsched.jobs.environment import EpisodeOutcome, check_metric
+from hetsched.jobs.evaluation import evaluate_agents, write_report
+from hetsched.jobs.placers import PLACERS
+from hetsched.jobs.policies import make_policy
+from hetsched.jobs.scenario import Scenario, load_scenario
+from hetsched.jobs.training import TrainConfig, plot_training_curve, train_agent
 
 TRACE_HELP = "Trace file (or PAI 2020 folder)."
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
@@ -64,8 +72,6 @@ class ScenarioOptions:
     def load(self) -> Scenario:
         """The scenario with the 90 %/10 % split by time, so that ``evaluate``'s held-out part
         is the jobs that ``train`` never saw."""
-        from hetsched.jobs.scenario import load_scenario
-
         return load_scenario(
             self.trace,
             trace_format=self.trace_format,
@@ -80,7 +86,7 @@ class ScenarioOptions:
         )
 
 
-def _describe(console, scenario) -> dict:
+def _describe(console: Console, scenario: Scenario) -> dict[str, object]:
     info = {
         "trace": scenario.name,
         "cluster": scenario.cluster.describe(),
@@ -113,16 +119,6 @@ def train(
     out: Path = typer.Option(Path("runs/jobs/train"), help="Output folder."),
 ) -> None:
     """Trains the RL prioritiser with PPO against a base policy; saves checkpoints and curves."""
-    import time
-
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
-    from hetsched.jobs.environment import check_metric
-    from hetsched.jobs.placement import PLACERS
-    from hetsched.jobs.policies import make_policy
-    from hetsched.jobs.training import TrainConfig, plot_training_curve, train_agent
 
     check_metric(metric)
     make_policy(base_policy)
@@ -153,7 +149,7 @@ def train(
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
         task = progress.add_task(f"training vs {base_policy} ({metric})", total=total, last="")
 
-        def advance(index: int, outcome) -> None:
+        def advance(index: int, outcome: EpisodeOutcome) -> None:
             progress.update(task, advance=1, last=f"last reward {outcome.reward:+.3f}")
 
         run = train_agent(scenario.train, scenario.cluster, config, out, advance)
@@ -195,15 +191,6 @@ def evaluate(
     out: Path = typer.Option(Path("runs/jobs/evaluate"), help="Output folder."),
 ) -> None:
     """Compares base policies with RL agents on seeded windows (Tables 6/7/9, Figs. 12/14/15)."""
-    from rich.console import Console
-    from rich.progress import Progress
-    from rich.table import Table
-
-    from hetsched.jobs.agent import load_checkpoint
-    from hetsched.jobs.evaluation import evaluate_agents, write_report
-    from hetsched.jobs.placement import PLACERS
-    from hetsched.jobs.policies import make_policy
-
     _single_threaded_torch()
     base_names = [b.strip() for b in bases.split(",") if b.strip()]
     for name in base_names:

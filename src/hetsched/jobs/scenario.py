@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import Cluster
+from hetsched.jobs.cluster import Cluster, resolve_cluster
 from hetsched.jobs.estimates import fill_requested_times
 from hetsched.jobs.model import JobTable
+from hetsched.jobs.traces.source import load_jobs
 
 
 def slice_cluster(cluster: Cluster, fraction: float) -> Cluster:
@@ -84,14 +85,9 @@ def load_scenario(
     Raises:
         HetschedError: For a bad combination of options or an unreadable trace.
     """
-    # The same loading and cluster resolution as `hetsched jobs simulate` (one code path).
-    from hetsched.jobs.cli import _load_jobs, _resolve_cluster
-
-    jobs, trace_cluster, fmt, _ = _load_jobs(
-        trace, trace_format, synthetic, synthetic_jobs, seed, False
-    )
-    name = trace.name if trace is not None else f"synthetic {synthetic}"
-    the_cluster = _resolve_cluster(cluster, trace_cluster, fmt)
+    loaded = load_jobs(trace, trace_format, synthetic, synthetic_jobs, seed)
+    jobs = loaded.jobs
+    the_cluster = resolve_cluster(cluster, loaded.cluster, loaded.default_cluster)
     the_cluster = slice_cluster(the_cluster, cluster_fraction)
     if arrival_compression != 1.0:
         if not arrival_compression > 0:
@@ -99,4 +95,4 @@ def load_scenario(
         jobs = jobs.with_columns(submit_time_s=jobs.submit_time_s / arrival_compression)
     jobs = fill_requested_times(jobs, estimate, seed)
     train, test = split_by_time(jobs, train_fraction)
-    return Scenario(name, jobs, the_cluster, train, test)
+    return Scenario(loaded.name, jobs, the_cluster, train, test)

@@ -38,7 +38,8 @@ from hetsched.core.metrics import summarize
 from hetsched.jobs.cluster import Allocation, Cluster, ClusterState
 from hetsched.jobs.history import UsageHistory
 from hetsched.jobs.model import JobTable
-from hetsched.jobs.placement import PLACERS, JobRequest, Placer
+from hetsched.jobs.placement import JobRequest, Placer
+from hetsched.jobs.placers import PLACERS
 from hetsched.jobs.policies import PriorityPolicy, QueueState
 
 QueueMode = Literal["greedy", "strict", "committed", "easy"]

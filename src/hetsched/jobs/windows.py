@@ -2,7 +2,8 @@
 
 Each iteration picks a random start (seeded), takes ``window_size`` consecutive jobs, rebases
 them to t = 0 and replays them on an empty cluster. Every policy and queue mode sees the same
-windows, so their averages are paired comparisons.
+windows, so their averages are paired comparisons. Policies come in as objects (a heuristic from
+the registry or an RL checkpoint's policy), so this module needs neither the registry nor torch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from hetsched.core.seeding import make_rng
 from hetsched.jobs.cluster import Cluster
 from hetsched.jobs.model import JobTable
-from hetsched.jobs.policies import make_policy
+from hetsched.jobs.policies import PriorityPolicy
 from hetsched.jobs.simulator import SimulationConfig, SimulationResult, Simulator
 
 METRICS: tuple[str, ...] = ("bsld", "wait_s", "jct_s", "utilisation_pct", "makespan_s")
@@ -41,26 +42,21 @@ class WindowSummary:
 
 
 def run_policy(
-    jobs: JobTable,
-    cluster: Cluster,
-    policy: str,
-    config: SimulationConfig,
-    policy_options: dict | None = None,
+    jobs: JobTable, cluster: Cluster, policy: PriorityPolicy, config: SimulationConfig
 ) -> SimulationResult:
-    """One simulation of ``jobs`` under the named policy."""
-    return Simulator(jobs, cluster, make_policy(policy, **(policy_options or {})), config).run()
+    """One simulation of ``jobs`` under ``policy``."""
+    return Simulator(jobs, cluster, policy, config).run()
 
 
 def evaluate_windows(
     jobs: JobTable,
     cluster: Cluster,
-    policies: Sequence[str],
+    policies: Sequence[PriorityPolicy],
     modes: Sequence[str],
     window_size: int = 1024,
     count: int = 10,
     seed: int = 0,
     base_config: SimulationConfig | None = None,
-    policy_options: dict[str, dict] | None = None,
     on_run: Callable[[], None] | None = None,
 ) -> list[WindowSummary]:
     """Mean metrics per (policy, mode) over ``count`` seeded windows of ``window_size`` jobs."""
@@ -78,13 +74,13 @@ def evaluate_windows(
         for policy in policies:
             summaries, waits = [], []
             for window in windows:
-                options = (policy_options or {}).get(policy)
-                result = run_policy(window, cluster, policy, config, options)
+                result = run_policy(window, cluster, policy, config)
                 summaries.append(result.summary())
                 waits.append(result.wait_s[result.finished])
                 if on_run is not None:
                     on_run()
             means = {m: float(np.mean([s[m] for s in summaries])) for m in METRICS}
             bslds = [s["bsld"] for s in summaries]
-            out.append(WindowSummary(policy, mode, count, means, bslds, np.concatenate(waits)))
+            waits_s = np.concatenate(waits)
+            out.append(WindowSummary(policy.name, mode, count, means, bslds, waits_s))
     return out

@@ -6,9 +6,12 @@ import copy
 import subprocess
 
 import pytest
+import torch
 
+from hetsched.jobs.agent import JobScoringAgent, save_checkpoint
 from hetsched.jobs.placement import PackPlacer, SpreadPlacer
 from hetsched.jobs.policies import SJF, make_policy
+from hetsched.jobs.rl_policy import policy_by_name
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient
 from hetsched.jobs.slurm.priorities import PriorityRange
@@ -167,16 +170,12 @@ def test_exclusive_set_by_the_adapter_is_undone_by_restore(fake_slurm):
     assert fake_slurm.job(6)["shared"] == "none"  # the user's own --exclusive stays
 
 
-def test_a_checkpoint_resolves_through_the_policy_registry(fake_slurm, tmp_path):
-    """``--policy model.pt`` loads the RL prioritiser (issue 6) through ``make_policy``."""
-    import torch
-
-    from hetsched.jobs.agent import JobScoringAgent, save_checkpoint
-
+def test_a_checkpoint_resolves_through_policy_by_name(fake_slurm, tmp_path):
+    """``--policy model.pt`` loads the RL prioritiser (issue 6) through ``policy_by_name``."""
     torch.manual_seed(0)
     checkpoint = tmp_path / "agent.pt"
     save_checkpoint(checkpoint, JobScoringAgent(max_queue=16), {"base_policy": "fcfs"})
-    policy = make_policy(str(checkpoint))
+    policy = policy_by_name(str(checkpoint))
     assert policy.name == "RL-fcfs"
     report = make_adapter(fake_slurm, policy=policy).scan()
     assert report.error is None and not report.failures

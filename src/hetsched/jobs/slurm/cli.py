@@ -7,15 +7,29 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from hetsched.core.errors import HetschedError
 from hetsched.jobs.cli_options import option_group
-
-if TYPE_CHECKING:
-    from hetsched.jobs.model import JobTable
+from hetsched.jobs.estimates import fill_requested_times
+from hetsched.jobs.model import JobTable
+from hetsched.jobs.placers import PLACERS
+from hetsched.jobs.rl_policy import policy_by_name
+from hetsched.jobs.slurm.adapter import AdapterConfig, ScanReport, SlurmAdapter
+from hetsched.jobs.slurm.client import SlurmClient
+from hetsched.jobs.slurm.experiment import run_experiment, write_results
+from hetsched.jobs.slurm.priorities import PriorityRange
+from hetsched.jobs.slurm.workload import (
+    WorkloadScale,
+    scale_workload,
+    submit_requests,
+    submit_workload,
+)
+from hetsched.jobs.traces.source import load_jobs
 
 SCALE_HELP = "Scaled run times lie in [--min-run-s, --max-run-s] (log-linear map of the trace's)."
 
@@ -46,13 +60,7 @@ class WorkloadOptions:
     def load(self, max_gpus: int) -> JobTable:
         """A synthetic trace or a window of a real one, with requested times, on the scaled
         axis; GPU counts are clipped to 1..``max_gpus`` so every job fits the target node."""
-        from hetsched.jobs.cli import _load_jobs
-        from hetsched.jobs.estimates import fill_requested_times
-        from hetsched.jobs.slurm.workload import WorkloadScale, scale_workload
-
-        table, _, _, _ = _load_jobs(
-            self.trace, self.trace_format, self.profile, self.jobs, self.seed, False
-        )
+        table = load_jobs(self.trace, self.trace_format, self.profile, self.jobs, self.seed).jobs
         if self.trace is not None:
             if not 0 <= self.start < len(table):
                 raise HetschedError(
@@ -109,12 +117,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Scans the queue every --interval s, scores pending jobs with the policy and applies the
         priorities with `scontrol update jobid=N priority=M` (section 3.1.2)."""
-        from hetsched.jobs.placement import PLACERS
-        from hetsched.jobs.policies import make_policy
-        from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
-        from hetsched.jobs.slurm.client import SlurmClient
-        from hetsched.jobs.slurm.priorities import PriorityRange
-
         if interval <= 0:
             raise HetschedError(f"--interval must be > 0 s, got {interval}")
         _configure_logging(log_file)
@@ -128,10 +130,10 @@ def register(app: typer.Typer) -> None:
             advice_top_k=advice_top_k,
             retries=retries,
         )
-        adapter = SlurmAdapter(SlurmClient(slurm_conf=slurm_conf), make_policy(policy), config)
+        adapter = SlurmAdapter(SlurmClient(slurm_conf=slurm_conf), policy_by_name(policy), config)
         applied = 0
 
-        def count(report) -> None:
+        def count(report: ScanReport) -> None:
             nonlocal applied
             applied += sum(c.outcome == "applied" for c in report.changes)
 
@@ -157,9 +159,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Submits a scaled trace as `sleep` jobs (`--gres=gpu:k`, `--time`) at their arrival
         times."""
-        from hetsched.jobs.slurm.client import SlurmClient
-        from hetsched.jobs.slurm.workload import submit_requests, submit_workload
-
         table = workload.load(max_gpus)
         if dry_run:
             for arrival, request in zip(
@@ -186,16 +185,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Section 5.6 scaled: Slurm multifactor alone vs hetsched's priorities, on a private
         local Slurm with fake GPUs and in the simulator; makespan, mean wait, GPU utilisation."""
-        from rich.console import Console
-        from rich.table import Table
-
-        from hetsched.jobs.policies import make_policy
-        from hetsched.jobs.slurm.experiment import run_experiment, write_results
-
         table = workload.load(gpus)
         results = run_experiment(
             table,
-            make_policy(policy),
+            policy_by_name(policy),
             interval,
             gpus=gpus,
             cpus=gpus,

@@ -1,0 +1,80 @@
+"""Where a command's job table comes from: a trace file in any supported format, or a seeded
+synthetic profile.
+
+Every command that reads jobs (``simulate``, ``trace-info``, ``train``, ``evaluate``, the Slurm
+workload) goes through :func:`load_jobs`, so they accept the same inputs and fail with the same
+one-line errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetsched.core.errors import HetschedError
+from hetsched.jobs.cluster import Cluster
+from hetsched.jobs.model import JobTable
+from hetsched.jobs.synthetic import PROFILES, generate
+from hetsched.jobs.traces import detect_format, load_trace
+
+#: The built-in cluster a trace format runs on when ``--cluster`` is not given and the trace
+#: defines none (an SWF header and Alibaba 2023's node list do define one).
+DEFAULT_CLUSTER_BY_FORMAT: dict[str, str] = {
+    "rltune": "rltune-synthetic",
+    "helios": "helios",
+    "philly": "philly",
+    "alibaba2020": "alibaba",
+}
+
+
+@dataclass(frozen=True)
+class LoadedJobs:
+    """A job table and what is known about where it came from.
+
+    Attributes:
+        jobs: The job table (requested times not yet filled).
+        cluster: The cluster the trace defines (Alibaba 2023's node list, an SWF pool), else None.
+        format: The trace format (``synthetic`` for a synthetic profile).
+        report: The loader's report (rows read, skipped, excluded) or the synthetic settings.
+        name: A label for tables and titles.
+        default_cluster: The built-in cluster to run on when none is chosen and ``cluster`` is
+            None (the synthetic profile's, or the format's in ``DEFAULT_CLUSTER_BY_FORMAT``).
+    """
+
+    jobs: JobTable
+    cluster: Cluster | None
+    format: str
+    report: dict[str, object]
+    name: str
+    default_cluster: str | None
+
+
+def load_jobs(
+    trace: Path | None,
+    trace_format: str = "auto",
+    synthetic: str | None = None,
+    synthetic_jobs: int = 2048,
+    seed: int = 0,
+    skip_bad_rows: bool = False,
+) -> LoadedJobs:
+    """Loads ``trace`` in ``trace_format`` (``auto`` guesses from the name), or draws
+    ``synthetic_jobs`` jobs of the ``synthetic`` profile with ``seed``.
+
+    Raises:
+        HetschedError: When both or neither of ``trace`` and ``synthetic`` are given, or the
+            trace cannot be read (the message names the file, line and field).
+    """
+    if (trace is None) == (synthetic is None):
+        raise HetschedError("give exactly one of --trace or --synthetic")
+    if synthetic is not None:
+        profile = PROFILES.get(synthetic)
+        table = generate(profile, synthetic_jobs, seed=seed)
+        settings: dict[str, object] = {"synthetic": synthetic, "jobs": synthetic_jobs, "seed": seed}
+        label = f"synthetic {synthetic}"
+        return LoadedJobs(table, None, "synthetic", settings, label, profile.cluster)
+    assert trace is not None  # exactly one of the two is set (checked above)
+    name = detect_format(trace) if trace_format == "auto" else trace_format
+    loaded = load_trace(trace, name, skip_bad_rows=skip_bad_rows)
+    report = loaded.report.as_dict()
+    default = DEFAULT_CLUSTER_BY_FORMAT.get(name)
+    return LoadedJobs(loaded.jobs, loaded.cluster, name, report, trace.name, default)
