@@ -24,10 +24,11 @@ import time
 
 from hetsched.core.devices import DEVICES
 from hetsched.core.events import EventLoop
-from hetsched.slim.backends.sim import SimulatedBackend
-from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
-from hetsched.slim.scenario import cifar100_costs
-from hetsched.slim.workload import SegmentWorkload, replay, segment_workload
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.executor.greedy import GreedyExecutor
+from hetsched.slim.sim.scenario import cifar100_costs
+from hetsched.slim.sim.simulated_backend import SimulatedBackend
+from hetsched.slim.sim.workload import SegmentWorkload, replay, segment_workload
 
 RATES_PER_S = (2_000, 10_000, 20_000, 50_000)
 """Light, moderate, near saturation (~23k/s for this device and mix), overload."""

@@ -37,10 +37,11 @@ from rich.console import Console
 from rich.table import Table
 
 from hetsched.core.realtime import RealTimeLoop
-from hetsched.slim.backends.base import SegmentKey
-from hetsched.slim.backends.torch_live import LiveInstance, TorchBackend
-from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
-from hetsched.slim.model import NUM_SEGMENTS, WIDTHS, SlimResNet, extract_segment
+from hetsched.slim.executor.backend import SegmentKey
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.executor.greedy import GreedyExecutor
+from hetsched.slim.live.torch_backend import LiveInstance, TorchBackend
+from hetsched.slim.model.slimresnet import NUM_SEGMENTS, WIDTHS, SlimResNet, extract_segment
 
 NUM_CLASSES = 100
 IMAGE_SIZE = 32

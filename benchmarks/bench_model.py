@@ -24,10 +24,16 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from hetsched.slim.costs import compute_cost_table
-from hetsched.slim.layers import channel_count
-from hetsched.slim.model import NUM_SEGMENTS, STAGE_CHANNELS, WIDTHS, SlimResNet, extract_segment
-from hetsched.slim.train import TrainConfig, resolve_device, sandwich_step
+from hetsched.slim.model.costs import compute_cost_table
+from hetsched.slim.model.layers import channel_count
+from hetsched.slim.model.slimresnet import (
+    NUM_SEGMENTS,
+    STAGE_CHANNELS,
+    WIDTHS,
+    SlimResNet,
+    extract_segment,
+)
+from hetsched.slim.model.train import TrainConfig, resolve_device, sandwich_step
 
 NUM_CLASSES = 100
 IMAGE_SIZE = 32

@@ -22,7 +22,7 @@ import torch
 
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.ppo import PPORouter, new_policy
-from hetsched.slim.scenario import ScenarioConfig, build_cluster, encoder_for
+from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, encoder_for
 
 
 def per_call_us(fn, n: int) -> float:

@@ -34,9 +34,9 @@ import torch
 import yaml
 
 from hetsched.core.metrics import summarize
-from hetsched.slim.checkpoint import load_checkpoint, model_from_checkpoint
-from hetsched.slim.data import load_dataset
-from hetsched.slim.executor import ExecutorConfig
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoint
+from hetsched.slim.model.data import load_dataset
 from hetsched.slim.serving.loadgen import LoadgenConfig, run_load, wait_ready
 from hetsched.slim.serving.worker import SegmentWorker
 

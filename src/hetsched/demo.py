@@ -22,12 +22,12 @@ import torch
 from rich.console import Console
 from rich.rule import Rule
 
-from hetsched.slim.data import load_dataset
-from hetsched.slim.experiment import run_experiment
-from hetsched.slim.pipeline import measure_with_progress, paper_tables, train_with_progress
-from hetsched.slim.router_training import ppo_budget
-from hetsched.slim.scenario import ScenarioConfig
-from hetsched.slim.train import TrainConfig
+from hetsched.slim.experiments.router_experiment import run_experiment
+from hetsched.slim.model.data import load_dataset
+from hetsched.slim.model.pipeline import measure_with_progress, paper_tables, train_with_progress
+from hetsched.slim.model.train import TrainConfig
+from hetsched.slim.router_training.trainer import ppo_budget
+from hetsched.slim.sim.scenario import ScenarioConfig
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from hetsched.core.errors import DataError
-from hetsched.slim.checkpoint import load_checkpoint
-from hetsched.slim.data import load_digits
-from hetsched.slim.train import CHECKPOINT_NAME, TrainConfig, train_slimresnet
+from hetsched.slim.model.checkpoint import load_checkpoint
+from hetsched.slim.model.data import load_digits
+from hetsched.slim.model.train import CHECKPOINT_NAME, TrainConfig, train_slimresnet
 
 CACHE_NAME = f"hetsched-serving-digits8-epoch1-torch{torch.__version__}"
 

@@ -6,7 +6,7 @@ import asyncio
 
 import numpy as np
 
-from hetsched.slim.cluster import ServerTelemetry
+from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.serving.front import (
     ItemResult,
     PayloadLostError,

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from hetsched.slim.checkpoint import load_model
-from hetsched.slim.data import load_digits
+from hetsched.slim.model.checkpoint import load_model
+from hetsched.slim.model.data import load_digits
 from hetsched.slim.serving.app import BackgroundServer, create_app
 from hetsched.slim.serving.config import AdmissionConfig, ServeConfig, ServerConfig
 from hetsched.slim.serving.loadgen import holdout_pngs

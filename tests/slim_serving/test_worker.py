@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from hetsched.slim.executor import ExecutorConfig
-from hetsched.slim.model import SlimResNet
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.model.slimresnet import SlimResNet
 from hetsched.slim.serving.worker import SegmentWorker
 
 

@@ -10,20 +10,24 @@ from rich.console import Console
 
 from hetsched.core.config import load_config, validate_config
 from hetsched.core.errors import ConfigError
-from hetsched.slim.data import load_dataset
-from hetsched.slim.executor import ExecutorConfig
-from hetsched.slim.experiment import evaluate_routers, run_experiment, train_scenario_router
-from hetsched.slim.live_cluster import LiveSetup, open_live_scenario
-from hetsched.slim.pipeline import measure_checkpoint, paper_tables, train_with_progress
-from hetsched.slim.profile import describe_cell, fit_table, model_to_profile, run_profile
-from hetsched.slim.profile_plots import plot_profile
-from hetsched.slim.reward import RewardWeights, reward_weights
-from hetsched.slim.router_training import ppo_budget
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.experiments.router_experiment import (
+    evaluate_routers,
+    run_experiment,
+    train_scenario_router,
+)
+from hetsched.slim.experiments.run_server import report_table, run_server, save_run
+from hetsched.slim.live.cluster import LiveSetup, open_live_scenario
+from hetsched.slim.live.profile import describe_cell, fit_table, model_to_profile, run_profile
+from hetsched.slim.live.profile_plots import plot_profile
+from hetsched.slim.model.data import load_dataset
+from hetsched.slim.model.pipeline import measure_checkpoint, paper_tables, train_with_progress
+from hetsched.slim.model.train import TrainConfig
+from hetsched.slim.router_training.trainer import ppo_budget
 from hetsched.slim.routers import ROUTERS
-from hetsched.slim.run_server import report_table, run_server, save_run
-from hetsched.slim.scenario import ScenarioConfig
+from hetsched.slim.routers.reward import RewardWeights, reward_weights
 from hetsched.slim.serving.cli import register as register_serving
-from hetsched.slim.train import TrainConfig
+from hetsched.slim.sim.scenario import ScenarioConfig
 
 app = typer.Typer(no_args_is_help=True)
 

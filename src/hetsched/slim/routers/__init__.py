@@ -1,4 +1,5 @@
-"""Slim Scheduler routers: the decision point, baselines and the PPO router (all in ROUTERS)."""
+"""Slim Scheduler routers: the decision point, baselines and the PPO router (all in ROUTERS), and
+the reward they are trained for (eq. 7)."""
 
 from hetsched.slim.routers import baselines, ppo
 from hetsched.slim.routers.base import (

@@ -2,7 +2,7 @@
 
 The policy network is :class:`hetsched.rl.FactoredActorCritic`: one shared MLP giving the logits of
 the server, width and group heads and a value (eqs. 2-4). Training (ε-mixed server head, one-step
-returns, clipped PPO: eqs. 5-13) happens in :mod:`hetsched.slim.router_training` through
+returns, clipped PPO: eqs. 5-13) happens in :mod:`hetsched.slim.router_training.trainer` through
 :func:`hetsched.rl.train`; this module turns a :class:`RouterState` into the network's input and a
 sampled action back into a :class:`RoutingDecision`.
 """

@@ -32,7 +32,7 @@ class ServerActor:
 
     Args:
         name: The server's name.
-        checkpoint: The checkpoint dict (``hetsched.slim.checkpoint.load_checkpoint``), passed
+        checkpoint: The checkpoint dict (``hetsched.slim.model.checkpoint.load_checkpoint``), passed
             through the object store so that hosts need no shared file system.
         device: ``cpu`` or ``cuda`` (Ray makes the assigned GPU ``cuda:0``).
         executor_config: Algorithm 1's knobs (``ExecutorConfig`` fields).
@@ -51,8 +51,8 @@ class ServerActor:
 
         from hetsched.core.config import validate_config
         from hetsched.core.devices import load_device
-        from hetsched.slim.checkpoint import model_from_checkpoint
-        from hetsched.slim.executor import ExecutorConfig
+        from hetsched.slim.executor.config import ExecutorConfig
+        from hetsched.slim.model.checkpoint import model_from_checkpoint
         from hetsched.slim.serving.worker import SegmentWorker
 
         torch.set_num_threads(1)  # one core per CPU server: servers must not fight over cores

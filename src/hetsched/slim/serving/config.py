@@ -64,7 +64,7 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
     widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     group_sizes: tuple[int, ...] = (1, 4, 8, 16)
     executor: dict[str, Any] = Field(default_factory=dict)
-    """Algorithm 1 knobs of every server's executor (``hetsched.slim.executor``'s config)."""
+    """Algorithm 1 knobs of every server's executor (``hetsched.slim.executor.greedy``'s config)."""
     top_k: int = Field(5, ge=1)
     """Scores returned per image (capped at the number of classes)."""
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)

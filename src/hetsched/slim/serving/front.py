@@ -1,8 +1,8 @@
 """The routing front: global FIFO → router → server pool, with re-routing when a server fails.
 
-This is the live counterpart of :class:`hetsched.slim.cluster.SlimCluster` (the same request
-lifecycle, paper section III and ARCHITECTURE.md "Request lifecycle"), written for an asyncio loop
-and servers that can die:
+This is the live counterpart of :class:`hetsched.slim.cluster.slim_cluster.SlimCluster` (the same
+request lifecycle, paper section III and ARCHITECTURE.md "Request lifecycle"), written for an
+asyncio loop and servers that can die:
 
 1. An accepted image enters the global FIFO needing segment 0.
 2. Whenever the FIFO is not empty and a server is up, the router sees a :class:`RouterState`
@@ -35,8 +35,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from hetsched.core.events import Clock
-from hetsched.slim.cluster import ServerTelemetry
-from hetsched.slim.model import INPUT_WIDTH, NUM_SEGMENTS
+from hetsched.slim.executor.server import ServerTelemetry
+from hetsched.slim.model.slimresnet import INPUT_WIDTH, NUM_SEGMENTS
 from hetsched.slim.routers.base import Router, RouterState, ServerView
 from hetsched.slim.serving.admission import AdmissionController
 from hetsched.slim.serving.images import RequestError

@@ -6,7 +6,7 @@ decoding, normalisation, four segments over the servers) and the answers can be 
 the labels.
 
 * Open loop (``rate_per_s``): arrival times drawn up front from a seed with
-  :func:`hetsched.slim.workload.arrival_times_s` (Poisson, or bursty on/off at the same mean
+  :func:`hetsched.slim.sim.workload.arrival_times_s` (Poisson, or bursty on/off at the same mean
   rate); each request is sent at its time whatever the server does, so an overloaded server shows
   as growing latency and 429/503 answers rather than as a slower client (no coordinated omission).
 * Closed loop (``concurrency``): N clients each send their next request when the previous one is
@@ -33,7 +33,7 @@ import numpy as np
 from hetsched.core.errors import ConfigError
 from hetsched.core.metrics import summarize
 from hetsched.core.seeding import make_rng
-from hetsched.slim.workload import arrival_times_s
+from hetsched.slim.sim.workload import arrival_times_s
 
 _ENERGY = re.compile(
     r'^hetsched_slim_server_energy_joules_total\{server="([^"]*)",source="([^"]*)"\} (\S+)$',
@@ -96,7 +96,7 @@ def holdout_pngs(data: str, count: int | None = None) -> tuple[list[bytes], np.n
     """The test split of ``data`` as PNG files (pixels back in [0, 255]) and their labels."""
     from PIL import Image
 
-    from hetsched.slim.data import load_dataset
+    from hetsched.slim.model.data import load_dataset
 
     dataset = load_dataset(data)
     images = dataset.test_images[:count].numpy()

@@ -26,7 +26,7 @@ import ray
 from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
 from hetsched.core.errors import HetschedError
-from hetsched.slim.cluster import ServerTelemetry
+from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.serving.actor import ServerActor
 from hetsched.slim.serving.config import ServerConfig
 from hetsched.slim.serving.front import (

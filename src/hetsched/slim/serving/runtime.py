@@ -15,9 +15,9 @@ from typing import Any
 from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
 from hetsched.core.events import WallClock
-from hetsched.slim.checkpoint import load_checkpoint
-from hetsched.slim.data import load_dataset
-from hetsched.slim.executor import ExecutorConfig
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.model.checkpoint import load_checkpoint
+from hetsched.slim.model.data import load_dataset
 from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter
 from hetsched.slim.serving.admission import AdmissionController

@@ -23,9 +23,10 @@ import torch
 
 from hetsched.core.devices import DeviceSpec
 from hetsched.core.realtime import RealTimeLoop
-from hetsched.slim.backends.torch_live import TorchBackend
-from hetsched.slim.executor import ExecutorConfig, GreedyExecutor
-from hetsched.slim.model import SlimResNet
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.executor.greedy import GreedyExecutor
+from hetsched.slim.live.torch_backend import TorchBackend
+from hetsched.slim.model.slimresnet import SlimResNet
 from hetsched.slim.serving.metrics import ServerSnapshot
 
 

@@ -1,1 +1,0 @@
-"""Device backends of the greedy executor: simulated (event loop) and live (PyTorch)."""

@@ -1,0 +1,177 @@
+"""The paper's 3-GPU scenario (and variants) as one config, built into a runnable cluster.
+
+Defaults reproduce the setup of the Slim Scheduler paper's section IV.4: two RTX 2080 Ti and one
+GTX 980 Ti servers, each running the greedy executor (Algorithm 1,
+:class:`~hetsched.slim.executor.greedy.GreedyExecutor`) on the simulated backend
+(:class:`~hetsched.slim.sim.simulated_backend.SimulatedBackend`, costs from the analytic SlimResNet
+cost table for CIFAR-100), activations moving over a shared Wi-Fi 5 link
+(:mod:`hetsched.slim.sim.network`), bursty arrivals (:mod:`hetsched.slim.sim.workload`), the paper's
+accuracy table (Tables I/II with nearest-neighbour lookup) or a measured one. Given other
+:class:`ClusterServers` (the live ones of :class:`~hetsched.slim.live.cluster.LiveSetup`) the
+same scenario runs there; this module does not know the live side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from itertools import product
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from pydantic import Field
+
+from hetsched.core.config import StrictModel
+from hetsched.core.devices import load_device
+from hetsched.core.errors import ConfigError, HetschedError
+from hetsched.core.events import EventLoop
+from hetsched.core.seeding import make_rng
+from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
+from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster, TransferTime
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.executor.greedy import GreedyExecutor
+from hetsched.slim.model.accuracy import AccuracyTable, load_accuracy_table
+from hetsched.slim.model.costs import SegmentCostTable, compute_cost_table
+from hetsched.slim.routers.ppo import StateEncoder
+from hetsched.slim.sim.network import Link, link_config
+from hetsched.slim.sim.simulated_backend import SimulatedBackend
+from hetsched.slim.sim.workload import arrival_times_s as draw_arrivals
+
+CIFAR100_CLASSES = 100
+
+
+class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
+    """Everything that defines a routing workload; every field has the paper's setup as default."""
+
+    servers: tuple[str, ...] = ("rtx-2080-ti", "rtx-2080-ti", "gtx-980-ti")
+    """Device of each server: a name from ``hetsched.core.devices.DEVICES`` or a profile JSON
+    written by ``hetsched slim profile``."""
+    link: str = "wifi5"
+    """Network preset between servers (``hetsched.slim.sim.network``)."""
+    accuracy_table: str = "paper"
+    """``paper`` (Tables I/II, nearest neighbour) or the path of a measured accuracy table."""
+    num_images: int = Field(1000, ge=1)
+    """Images per workload (one episode / one evaluation run)."""
+    arrival: Literal["bursty", "poisson"] = "bursty"
+    """Arrival process of images."""
+    rate_per_s: float = Field(400.0, gt=0)
+    """Mean arrival rate r in images per second."""
+    burst_s: float = Field(0.25, gt=0)
+    """Mean length of an ON period of bursty arrivals."""
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    """Algorithm 1's knobs of every server's executor (B_max, M_max, U_blk, t_idle, ...)."""
+    widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    """Width choices of the router."""
+    group_sizes: tuple[int, ...] = (1, 4, 8, 16)
+    """Micro-batch group sizes g the router may choose."""
+    decision_time_s: float = Field(0.001, ge=0)
+    """Router time per decision (one block placed per interval)."""
+
+
+class ClusterServers(Protocol):
+    """Servers other than the simulated ones, which a scenario's cluster can run on (live)."""
+
+    def open_cluster(
+        self, scenario: ScenarioConfig, config: ClusterConfig, oracle: TableAccuracy
+    ) -> SlimCluster:
+        """A cluster on fresh servers and a fresh clock; ``oracle`` is the simulated world's
+        accuracy signal, for the servers to use or to refine (with real outputs)."""
+
+    def image(self, image_id: int) -> Any:
+        """The payload workload image ``image_id`` carries (None: nothing to compute on)."""
+
+
+def accuracy_table(scenario: ScenarioConfig) -> AccuracyTable:
+    """The scenario's accuracy table: ``paper`` (Tables I/II) or a measured table's JSON."""
+    return load_accuracy_table(scenario.accuracy_table)
+
+
+@cache
+def cifar100_costs() -> SegmentCostTable:
+    """The analytic SlimResNet cost table for CIFAR-100 (32x32 images, 100 classes)."""
+    return compute_cost_table(num_classes=CIFAR100_CLASSES)
+
+
+def mean_top1(scenario: ScenarioConfig) -> float:
+    """Mean top-1 over all width tuples (for the optional centring of p̃_acc)."""
+    table = accuracy_table(scenario)
+    return float(np.mean([table.lookup(t) for t in product(scenario.widths, repeat=4)]))
+
+
+def encoder_for(scenario: ScenarioConfig) -> StateEncoder:
+    """The state encoder / action decoder for the scenario's servers and action sets."""
+    return StateEncoder(len(scenario.servers), scenario.widths, scenario.group_sizes)
+
+
+def arrival_times_s(scenario: ScenarioConfig, rng: np.random.Generator) -> np.ndarray:
+    """The scenario's image arrival times (its rate, process and size; see
+    :func:`hetsched.slim.sim.workload.arrival_times_s`)."""
+    return draw_arrivals(
+        rng,
+        scenario.rate_per_s,
+        scenario.arrival,
+        count=scenario.num_images,
+        burst_s=scenario.burst_s,
+    )
+
+
+def build_cluster(
+    scenario: ScenarioConfig, seed: int, *, live: ClusterServers | None = None
+) -> SlimCluster:
+    """A fresh cluster with the seed's workload scheduled: simulated, or on ``live``'s servers.
+
+    Both worlds share everything but the servers, the link and the correctness signal: live, the
+    servers are greedy executors on the live backend on one real-time loop, arrivals follow the
+    same seeded process in wall-clock time, each image carries a real test image, activations
+    move in memory, and correctness is the model's real answer (see
+    :mod:`hetsched.slim.live.cluster`).
+
+    Raises:
+        HetschedError: Unknown devices or links, or router widths outside the executors' W.
+    """
+    missing = sorted(set(scenario.widths) - set(scenario.executor.widths))
+    if missing:
+        raise ConfigError(
+            f"widths: the router's widths {missing} are not in executor.widths"
+            f" {scenario.executor.widths}"
+        )
+    config = ClusterConfig(
+        widths=scenario.widths,
+        group_sizes=scenario.group_sizes,
+        decision_time_s=scenario.decision_time_s,
+    )
+    table = accuracy_table(scenario)
+    rng = make_rng(seed)
+    difficulty = rng.random(scenario.num_images)
+    oracle = TableAccuracy(table, difficulty)
+    image_payload: Callable[[int], Any] | None = None
+    if live is None:
+        loop, servers, transfer_time = _simulated_servers(scenario)
+        cluster = SlimCluster(servers, loop, transfer_time, oracle, config)
+    else:
+        cluster = live.open_cluster(scenario, config, oracle)
+        image_payload = live.image
+    start_s = cluster.clock.now_s()  # the wall clock has moved while the servers were built
+    arrivals_s = start_s + arrival_times_s(scenario, rng)
+    cluster.schedule_arrivals(arrivals_s.tolist(), image_payload)
+    return cluster
+
+
+def _simulated_servers(
+    scenario: ScenarioConfig,
+) -> tuple[EventLoop, list[GreedyExecutor], TransferTime]:
+    """Greedy executors on simulated devices, one event loop, and the scenario's link."""
+    specs = []
+    for index, device in enumerate(scenario.servers):
+        try:
+            specs.append(load_device(device))
+        except HetschedError as error:
+            raise ConfigError(f"servers[{index}]: {error}") from None
+    loop = EventLoop()
+    costs = cifar100_costs()
+    servers = []
+    for index, spec in enumerate(specs):
+        name = f"{index}:{spec.name}"
+        backend = SimulatedBackend(spec, costs, loop, name=name)
+        servers.append(GreedyExecutor(backend, loop, scenario.executor, name=name))
+    return loop, servers, Link(loop, link_config(scenario.link), costs).transfer_time

@@ -1,0 +1,58 @@
+"""Tiny-budget end-to-end runs of train-router, evaluate-router and experiment."""
+
+import json
+
+from typer.testing import CliRunner
+
+from hetsched.cli import typer_app
+
+runner = CliRunner()
+TINY = ["--images", "16"]
+
+
+def invoke(*args):
+    result = runner.invoke(typer_app, ["slim", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_train_then_evaluate_router(tmp_path):
+    invoke("train-router", "--preset", "balanced", "--steps", "96", "--rollout", "32",
+           "--out", str(tmp_path), *TINY)  # fmt: skip
+    checkpoint = tmp_path / "ppo-balanced.pt"
+    assert checkpoint.is_file()
+    curves = json.loads((tmp_path / "ppo-balanced-curves.json").read_text())
+    assert len(curves) == 3 and "losses/policy_loss" in curves[0]
+    assert (tmp_path / "ppo-balanced-curves.png").is_file()
+    out = invoke("evaluate-router", "random", str(checkpoint), "--seeds", "0,1",
+                 "--out", str(tmp_path / "eval"), *TINY)  # fmt: skip
+    assert "Table III" in out
+    results = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert set(results) == {"random", "ppo-balanced"}
+    assert results["random"]["images_completed"]["mean"] == 16
+
+
+def test_experiment_prints_tables_iii_to_v(tmp_path):
+    out = invoke("experiment", "--seeds", "0", "--steps", "64", "--out", str(tmp_path),
+                 "--baselines", "random,least-loaded", *TINY)  # fmt: skip
+    for table in ("Table III", "Table IV", "Table V"):
+        assert table in out
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["aggregated"]) == {
+        "random",
+        "least-loaded",
+        "ppo-efficiency",
+        "ppo-balanced",
+    }
+    assert (tmp_path / "comparison.png").is_file()
+
+
+def test_bad_seeds_and_unknown_router_are_clean_errors(tmp_path):
+    from hetsched.core.errors import ConfigError, UnknownNameError
+
+    result = runner.invoke(typer_app, ["slim", "experiment", "--seeds", "a,b"])
+    assert isinstance(result.exception, ConfigError)
+    result = runner.invoke(typer_app, ["slim", "evaluate-router", "fastest", *TINY])
+    assert isinstance(result.exception, UnknownNameError)
+    result = runner.invoke(typer_app, ["slim", "experiment", "--baselines", "random,fast"])
+    assert isinstance(result.exception, UnknownNameError)
