@@ -18,7 +18,9 @@ from hetsched.slim.experiments.router_experiment import (
 )
 from hetsched.slim.experiments.run_server import report_table, run_server, save_run
 from hetsched.slim.live.cluster import LiveSetup, open_live_scenario
-from hetsched.slim.live.profile import describe_cell, fit_table, model_to_profile, run_profile
+from hetsched.slim.live.profile import model_to_profile, run_profile
+from hetsched.slim.live.profile_cells import describe_cell
+from hetsched.slim.live.profile_fit import fit_table
 from hetsched.slim.live.profile_plots import plot_profile
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.model.pipeline import measure_checkpoint, paper_tables, train_with_progress
@@ -277,7 +279,7 @@ def profile_command(
         ),
     )
     plots = plot_profile(result.cells, out, result.spec.name, result.energy_source)
-    console.print(fit_table(result))
+    console.print(fit_table(result.fit, result.spec.name))
     console.print(f"energy: {result.energy_explanation}")
     console.print(f"profile: {result.json_path}")
     console.print(f"plots: {', '.join(str(p) for p in plots)}")

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from hetsched.cli import typer_app
 from hetsched.core.devices import DEVICES, load_device
 from hetsched.core.errors import HetschedError
-from hetsched.slim.live.profile import ProfileCell, find_knee, fit_line, fit_profile
+from hetsched.slim.live.profile_cells import ProfileCell
+from hetsched.slim.live.profile_fit import find_knee, fit_line, fit_profile
 
 
 def test_fit_line_recovers_overhead_and_rate() -> None:

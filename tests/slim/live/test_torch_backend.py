@@ -12,7 +12,8 @@ from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.core.utilization import MIN_INTERVAL_S
 from hetsched.slim.executor.backend import SegmentKey
-from hetsched.slim.live.torch_backend import BusyShare, TorchBackend, resolve_live_device
+from hetsched.slim.live.devices import resolve_live_device
+from hetsched.slim.live.torch_backend import BusyShare, TorchBackend
 from hetsched.slim.model.costs import compute_cost_table
 from hetsched.slim.model.slimresnet import NUM_SEGMENTS, WIDTHS, SlimResNet
 

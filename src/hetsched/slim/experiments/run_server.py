@@ -29,7 +29,8 @@ from hetsched.slim.executor.backend import ExecutorBackend
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.executor.telemetry import register_metrics
-from hetsched.slim.live.torch_backend import TorchBackend, random_activations
+from hetsched.slim.live.devices import random_activations
+from hetsched.slim.live.torch_backend import TorchBackend
 from hetsched.slim.model.slimresnet import SlimResNet
 from hetsched.slim.sim.scenario import cifar100_costs
 from hetsched.slim.sim.simulated_backend import SimulatedBackend

@@ -33,7 +33,8 @@ from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
 from hetsched.slim.executor.backend import BatchDone, SegmentKey
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
-from hetsched.slim.live.torch_backend import LiveInstance, TorchBackend, resolve_live_device
+from hetsched.slim.live.devices import resolve_live_device
+from hetsched.slim.live.torch_backend import LiveInstance, TorchBackend
 from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoint
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.model.pipeline import ACCURACY_TABLE_NAME

@@ -1,4 +1,4 @@
-"""The paper's Figs 1-3 redrawn from a device profile (:mod:`hetsched.slim.live.profile`).
+"""The paper's Figs 1-3 redrawn from a device profile (:mod:`hetsched.slim.live.profile_cells`).
 
 Fig. 1: memory vs batch size, one panel per segment, one line per width. Fig. 2: energy per batch
 vs utilisation. Fig. 3: latency per batch vs utilisation. Colours are segments, marker sizes grow
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from hetsched.slim.live.profile import ProfileCell
+from hetsched.slim.live.profile_cells import ProfileCell
 from hetsched.slim.model.slimresnet import NUM_SEGMENTS
 
 DPI = 80
