@@ -96,6 +96,20 @@ def test_slim_has_no_import_circles() -> None:
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
 
 
+def test_rooms_form_layers() -> None:
+    """Sub-packages ("rooms") import each other in one direction only (docs/architecture.md)."""
+    rooms: dict[str, set[str]] = {}
+    for source, targets in slim_edges(slim_modules()).items():
+        room = source.split(".")[2] if source.count(".") >= 2 else "slim"
+        rooms.setdefault(room, set())
+        for target in targets:
+            other = target.split(".")[2] if target.count(".") >= 2 else "slim"
+            if other != room:
+                rooms[room].add(other)
+    cycle = find_cycle(rooms)
+    assert cycle is None, "rooms import each other: " + " -> ".join(cycle or [])
+
+
 def test_no_private_name_is_imported_from_another_module() -> None:
     offenders = [
         f"{name} imports {imported} from {module}"
