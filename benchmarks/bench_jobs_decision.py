@@ -23,16 +23,17 @@ import time
 import numpy as np
 import torch
 
-from hetsched.jobs.agent import JobScoringAgent
-from hetsched.jobs.cluster import CLUSTERS, ClusterState
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.features import build_features
-from hetsched.jobs.history import UsageHistory
-from hetsched.jobs.milp import MILPPlacer
-from hetsched.jobs.placement import JobRequest, PackPlacer
-from hetsched.jobs.policies import QueueState
-from hetsched.jobs.scenario import slice_cluster
-from hetsched.jobs.synthetic import generate
+from hetsched.jobs.cluster.catalog import CLUSTERS
+from hetsched.jobs.cluster.slicing import slice_cluster
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.placement.milp import MILPPlacer
+from hetsched.jobs.placement.placers import JobRequest, PackPlacer
+from hetsched.jobs.policies.history import UsageHistory
+from hetsched.jobs.policies.queue_state import QueueState
+from hetsched.jobs.rl.agent import JobScoringAgent
+from hetsched.jobs.rl.features import build_features
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.synthetic import generate
 
 QUEUE_SIZES = (128, 256, 512, 1024)
 

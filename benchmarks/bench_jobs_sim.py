@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.jobs.cluster import CLUSTERS
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.simulator import SimulationConfig, Simulator
-from hetsched.jobs.synthetic import generate
+from hetsched.jobs.cluster.catalog import CLUSTERS
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.traces import load_trace
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.synthetic import generate
 
 LUBLIN = Path(__file__).resolve().parents[1] / "../shared/data/traces/lublin_256.swf"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.jobs.cluster import Cluster, Node
+from hetsched.jobs.cluster.model import Cluster, Node
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED_DATA = (Path(__file__).resolve().parents[2] / "../shared/data").resolve()

@@ -9,15 +9,16 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 from hetsched.core.errors import DataError, HetschedError, UnknownNameError
-from hetsched.jobs.agent import JobScoringAgent, load_checkpoint, save_checkpoint
-from hetsched.jobs.cluster import Cluster, Node
-from hetsched.jobs.environment import PrioritisationEnv, normalised_gap
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.features import CRITIC_FEATURES, OBS_FEATURES
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.rl_policy import RLPriorityPolicy, policy_by_name
-from hetsched.jobs.simulator import SimulationConfig, Simulator
-from hetsched.jobs.synthetic import generate
+from hetsched.jobs.cluster.model import Cluster, Node
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.rl.agent import JobScoringAgent, load_checkpoint, save_checkpoint
+from hetsched.jobs.rl.environment import PrioritisationEnv, normalised_gap
+from hetsched.jobs.rl.features import CRITIC_FEATURES, OBS_FEATURES
+from hetsched.jobs.rl.policy import RLPriorityPolicy, policy_by_name
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.simulator import Simulator
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.synthetic import generate
 
 QUEUE = 16
 

@@ -6,22 +6,17 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import ConfigError, UnknownNameError
-from hetsched.jobs.cluster import (
-    CLUSTERS,
-    Cluster,
-    ClusterState,
-    Node,
-    homogeneous_pool,
-    load_cluster,
-    with_speed_factors,
-)
-from hetsched.jobs.placement import (
+from hetsched.jobs.cluster.catalog import CLUSTERS, homogeneous_pool, with_speed_factors
+from hetsched.jobs.cluster.model import Cluster, Node
+from hetsched.jobs.cluster.specs import load_cluster
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.placement.placers import (
     JobRequest,
     candidate_placements,
     capacity_per_node,
     min_nodes,
 )
-from hetsched.jobs.placers import PLACERS
+from hetsched.jobs.placement.registry import PLACERS
 
 
 def _request(cluster, gpus, cpus=0.0, memory=0.0, types=None, vc=None):
@@ -126,7 +121,7 @@ def test_pool_and_cluster_validation():
 
 
 def test_trace_vcs_map_onto_cluster_vcs_by_demand():
-    from hetsched.jobs.cluster import map_virtual_clusters
+    from hetsched.jobs.cluster.virtual_clusters import map_virtual_clusters
 
     helios = CLUSTERS.create("helios")
     vcs = np.array(["vcA", "vcB", "vcA", "vc3", None, "vcC"], dtype=object)

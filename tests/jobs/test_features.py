@@ -5,18 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetsched.jobs.cluster import Allocation, ClusterState
-from hetsched.jobs.features import (
-    CFF_HIGH,
-    CRITIC_FEATURES,
-    OBS_FEATURES,
-    build_features,
-    fragmentation_factor,
-)
-from hetsched.jobs.history import UsageHistory
-from hetsched.jobs.model import Job, JobTable
-from hetsched.jobs.placement import JobRequest, PackPlacer
-from hetsched.jobs.policies import QueueState
+from hetsched.jobs.cluster.model import Allocation
+from hetsched.jobs.cluster.state import ClusterState, fragmentation_factor
+from hetsched.jobs.placement.placers import JobRequest, PackPlacer
+from hetsched.jobs.policies.history import UsageHistory
+from hetsched.jobs.policies.queue_state import QueueState
+from hetsched.jobs.rl.features import CFF_HIGH, CRITIC_FEATURES, OBS_FEATURES, build_features
+from hetsched.jobs.traces.job_table import Job, JobTable
 
 
 def _take(state: ClusterState, node: int, gpus: int) -> None:

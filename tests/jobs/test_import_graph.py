@@ -1,7 +1,7 @@
 """The jobs package's import graph, read from the source with ``ast``: no import circles (counting
 function-local imports too, so none can hide inside a function), no function-local import of a
-hetsched module, no ``_private`` name imported from another module, and no library module that
-imports a CLI module."""
+hetsched module, no ``_private`` name imported from another module, no library module that
+imports a CLI module, and rooms that import only rooms of lower layers."""
 
 from __future__ import annotations
 
@@ -13,6 +13,19 @@ import hetsched
 
 SRC = Path(hetsched.__file__).resolve().parent
 JOBS = "hetsched.jobs"
+CLI = "hetsched.jobs.cli"
+#: The rooms of hetsched.jobs and their layers (see hetsched/jobs/__init__.py): a room may import
+#: its own modules and rooms of lower layers only, so rooms of one layer never import each other.
+LAYERS = {
+    "cluster": 1,
+    "traces": 2,
+    "policies": 3,
+    "placement": 3,
+    "sim": 4,
+    "rl": 5,
+    "slurm": 5,
+    "cli": 6,
+}
 
 
 @dataclass(frozen=True)
@@ -91,7 +104,13 @@ def jobs_imports() -> list[Import]:
 
 def is_cli_module(name: str) -> bool:
     """Typer command modules: they parse options, call library code and print."""
-    return any(part in {"cli", "rl_cli", "cli_options"} for part in name.split("."))
+    return name == CLI or name.startswith(CLI + ".")
+
+
+def room_of(name: str) -> str | None:
+    """``hetsched.jobs.sim.windows`` -> ``sim``; None for the package itself."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 else None
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -178,3 +197,23 @@ def test_library_modules_never_import_a_cli_module() -> None:
         if is_cli_module(r.target) and not is_cli_module(r.importer)
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_module_sits_in_a_room() -> None:
+    homeless = [
+        module_name(path)
+        for path in sorted((SRC / "jobs").rglob("*.py"))
+        if module_name(path) != JOBS and room_of(module_name(path)) not in LAYERS
+    ]
+    assert not homeless, f"modules outside the rooms {sorted(LAYERS)}: {homeless}"
+
+
+def test_rooms_import_only_lower_layers() -> None:
+    upward = []
+    for record in jobs_imports():
+        source, target = room_of(record.importer), room_of(record.target)
+        if not record.target.startswith(JOBS) or target is None or source in (None, target):
+            continue
+        if LAYERS[target] >= LAYERS[str(source)]:
+            upward.append(f"{record.importer}:{record.line} imports {record.target}")
+    assert not upward, "a room imports its own or a higher layer:\n" + "\n".join(upward)

@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import ConfigError
-from hetsched.jobs.cluster import Cluster, ClusterState, Node
-from hetsched.jobs.milp import MILPPlacer, ObjectiveWeights, build_problem, solve
-from hetsched.jobs.model import Job, JobTable
-from hetsched.jobs.placement import JobRequest, candidate_placements
-from hetsched.jobs.placers import PLACERS
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.simulator import SimulationConfig, Simulator
+from hetsched.jobs.cluster.model import Cluster, Node
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.placement.milp import MILPPlacer, ObjectiveWeights, build_problem, solve
+from hetsched.jobs.placement.placers import JobRequest, candidate_placements
+from hetsched.jobs.placement.registry import PLACERS
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.simulator import Simulator
+from hetsched.jobs.traces.job_table import Job, JobTable
 
 
 def _state(free_gpus: list[int], gpus_per_node: int = 8, cpus: float = np.inf) -> ClusterState:

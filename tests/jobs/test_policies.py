@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import DataError, UnknownNameError
-from hetsched.jobs.cluster import ClusterState, homogeneous_pool
-from hetsched.jobs.history import UsageHistory
-from hetsched.jobs.model import Job, JobTable
-from hetsched.jobs.policies import PRIORITY_POLICIES, QueueState, SlurmMultifactor, make_policy
+from hetsched.jobs.cluster.catalog import homogeneous_pool
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.policies.heuristics import PRIORITY_POLICIES, SlurmMultifactor, make_policy
+from hetsched.jobs.policies.history import UsageHistory
+from hetsched.jobs.policies.queue_state import QueueState
+from hetsched.jobs.traces.job_table import Job, JobTable
 
 
 def _state(jobs: list[Job], now_s: float, history: UsageHistory | None = None) -> QueueState:

@@ -13,11 +13,13 @@ from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.core.errors import DataError, HetschedError, UnknownNameError
-from hetsched.jobs.environment import PrioritisationEnv
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.rl_policy import policy_by_name
-from hetsched.jobs.scenario import load_scenario, slice_cluster, split_by_time
-from hetsched.jobs.simulator import SimulationConfig, Simulator
+from hetsched.jobs.cluster.slicing import slice_cluster
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.rl.environment import PrioritisationEnv
+from hetsched.jobs.rl.policy import policy_by_name
+from hetsched.jobs.rl.scenario import load_scenario, split_by_time
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.simulator import Simulator
 
 runner = CliRunner()
 DATA = ["--synthetic", "philly", "--jobs", "1500", "--cluster-fraction", "0.02"]

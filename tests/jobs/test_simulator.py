@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import CLUSTERS, homogeneous_pool, with_speed_factors
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.model import Job, JobTable
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.simulator import SimulationConfig, SimulationResult, Simulator
-from hetsched.jobs.synthetic import generate
+from hetsched.jobs.cluster.catalog import CLUSTERS, homogeneous_pool, with_speed_factors
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.sim.simulator import Simulator
+from hetsched.jobs.sim.windows import evaluate_windows, run_policy, window_starts
 from hetsched.jobs.traces import load_trace
-from hetsched.jobs.windows import evaluate_windows, run_policy, window_starts
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.job_table import Job, JobTable
+from hetsched.jobs.traces.synthetic import generate
 
 
 def _simulate(jobs, cluster, policy="fcfs", **config) -> SimulationResult:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import DataError, HetschedError
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.model import Job, JobTable
 from hetsched.jobs.traces import detect_format, load_trace
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.job_table import Job, JobTable
 
 
 def test_swf_fixture_maps_columns_and_excludes_zero_runtime(fixtures):
@@ -173,7 +173,7 @@ def test_estimates_never_silently_use_true_runtime():
 
 
 def test_synthetic_profiles_match_published_statistics():
-    from hetsched.jobs.synthetic import PROFILES, generate
+    from hetsched.jobs.traces.synthetic import PROFILES, generate
 
     for name in ("philly", "helios", "alibaba"):
         profile = PROFILES.get(name)
@@ -194,8 +194,8 @@ def test_synthetic_profiles_match_published_statistics():
 
 
 def test_rltune_csv_round_trip(tmp_path):
-    from hetsched.jobs.synthetic import generate
     from hetsched.jobs.traces.rltune_csv import write_rltune_csv
+    from hetsched.jobs.traces.synthetic import generate
 
     table = generate("alibaba", 50, seed=4)
     write_rltune_csv(table, tmp_path / "t.csv")

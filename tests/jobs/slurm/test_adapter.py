@@ -8,10 +8,10 @@ import subprocess
 import pytest
 import torch
 
-from hetsched.jobs.agent import JobScoringAgent, save_checkpoint
-from hetsched.jobs.placement import PackPlacer, SpreadPlacer
-from hetsched.jobs.policies import SJF, make_policy
-from hetsched.jobs.rl_policy import policy_by_name
+from hetsched.jobs.placement.placers import PackPlacer, SpreadPlacer
+from hetsched.jobs.policies.heuristics import SJF, make_policy
+from hetsched.jobs.rl.agent import JobScoringAgent, save_checkpoint
+from hetsched.jobs.rl.policy import policy_by_name
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient
 from hetsched.jobs.slurm.priorities import PriorityRange

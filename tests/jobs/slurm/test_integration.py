@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
-from hetsched.jobs.policies import SJF
+from hetsched.jobs.policies.heuristics import SJF
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
 from hetsched.jobs.slurm.experiment import FINAL_STATES

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import ConfigError
-from hetsched.jobs.cluster import Cluster, ClusterState, Node
-from hetsched.jobs.placement import JobRequest, PackPlacer, SpreadPlacer
+from hetsched.jobs.cluster.model import Cluster, Node
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.placement.placers import JobRequest, PackPlacer, SpreadPlacer
 from hetsched.jobs.slurm.priorities import (
     Advice,
     PriorityRange,

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import ConfigError
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.policies import make_policy
+from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.slurm.experiment import arm_metrics, simulate_arm, slurm_baseline_policy
 from hetsched.jobs.slurm.workload import (
     WorkloadScale,
@@ -15,7 +14,8 @@ from hetsched.jobs.slurm.workload import (
     submit_requests,
     submit_workload,
 )
-from hetsched.jobs.synthetic import generate
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.synthetic import generate
 
 SCALE = WorkloadScale(min_run_s=1.0, max_run_s=10.0, arrival_span_s=20.0, max_gpus=4)
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.placement import JobRequest, Placer
-from hetsched.jobs.policies import PriorityPolicy, QueueState
+from hetsched.jobs.placement.placers import JobRequest, Placer
+from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
 from hetsched.jobs.slurm.priorities import (
     Advice,

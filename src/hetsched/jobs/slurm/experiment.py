@@ -28,14 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import Cluster, Node
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.policies import PriorityPolicy, SlurmMultifactor
-from hetsched.jobs.simulator import SimulationConfig, Simulator
+from hetsched.jobs.cluster.model import Cluster, Node
+from hetsched.jobs.policies.heuristics import SlurmMultifactor
+from hetsched.jobs.policies.queue_state import PriorityPolicy
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient
 from hetsched.jobs.slurm.local import LocalSlurm
 from hetsched.jobs.slurm.workload import submit_workload
+from hetsched.jobs.traces.job_table import JobTable
 
 #: Job states after which a job holds no resources and will not start again.
 FINAL_STATES = frozenset(

@@ -21,8 +21,8 @@ from enum import Enum
 import numpy as np
 
 from hetsched.core.errors import ConfigError
-from hetsched.jobs.cluster import ClusterState
-from hetsched.jobs.placement import JobRequest, Placer, candidate_placements
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.placement.placers import JobRequest, Placer, candidate_placements
 
 #: Slurm's largest settable priority (``scontrol`` rejects 2^32 - 1, which means "unset").
 SLURM_MAX_PRIORITY = 4_294_967_294

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import Cluster, ClusterState, Node
-from hetsched.jobs.history import UsageHistory
-from hetsched.jobs.model import REQUESTED_FROM_TRACE, JobTable
-from hetsched.jobs.policies import QueueState
+from hetsched.jobs.cluster.model import Cluster, Node
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.policies.history import UsageHistory
+from hetsched.jobs.policies.queue_state import QueueState
 from hetsched.jobs.slurm.records import SlurmJob, SlurmNode
+from hetsched.jobs.traces.job_table import REQUESTED_FROM_TRACE, JobTable
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.core.errors import ConfigError
-from hetsched.jobs.model import JobTable
 from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
+from hetsched.jobs.traces.job_table import JobTable
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,10 @@
-"""Trace loaders: every supported format to one :class:`~hetsched.jobs.model.JobTable`.
+"""The jobs: the job table, trace loaders for every supported format, synthetic traces,
+requested-time models and the sample traces shipped with the package.
 
-``load_trace(path, format)`` dispatches by format name (``auto`` guesses from the file name).
+Every format loads to one :class:`~hetsched.jobs.traces.job_table.JobTable`;
+``load_trace(path, format)`` dispatches by format name (``auto`` guesses from the file name), and
+:func:`~hetsched.jobs.traces.source.load_jobs` is what commands call (a file, a sample or a
+synthetic profile).
 """
 
 from __future__ import annotations

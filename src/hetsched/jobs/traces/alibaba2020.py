@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.model import Job
 from hetsched.jobs.traces.common import RowReader, Trace, rebase
+from hetsched.jobs.traces.job_table import Job
 
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 TASK_COLUMNS = (

@@ -15,9 +15,9 @@ import csv
 import math
 from pathlib import Path
 
-from hetsched.jobs.cluster import Cluster, Node
-from hetsched.jobs.model import Job
+from hetsched.jobs.cluster.model import Cluster, Node
 from hetsched.jobs.traces.common import RowReader, Trace, rebase
+from hetsched.jobs.traces.job_table import Job
 
 POD_COLUMNS = (
     "name",

@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.cluster import Cluster
-from hetsched.jobs.model import Job, JobTable
+from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.traces.job_table import Job, JobTable
 
 
 @dataclass

@@ -12,8 +12,8 @@ import csv
 import math
 from pathlib import Path
 
-from hetsched.jobs.model import Job
 from hetsched.jobs.traces.common import RowReader, Trace, rebase
+from hetsched.jobs.traces.job_table import Job
 
 _REQUIRED = ("job_id", "user", "vc", "gpu_num", "cpu_num", "state", "submit_time")
 _STATE = {"COMPLETED": "completed", "FAILED": "failed", "CANCELLED": "cancelled"}

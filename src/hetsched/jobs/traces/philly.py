@@ -16,8 +16,8 @@ import math
 from pathlib import Path
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.model import Job
 from hetsched.jobs.traces.common import RowReader, Trace, rebase
+from hetsched.jobs.traces.job_table import Job
 
 _STATUS = {"Pass": "completed", "Killed": "killed", "Failed": "failed"}
 

@@ -14,8 +14,8 @@ import csv
 import math
 from pathlib import Path
 
-from hetsched.jobs.model import Job, JobTable
 from hetsched.jobs.traces.common import RowReader, Trace, numbered_lines
+from hetsched.jobs.traces.job_table import Job, JobTable
 
 RLTUNE_GPU_TYPES: tuple[str, ...] = ("T4", "MISC", "P100", "V100_16GB", "V100_32GB")
 RLTUNE_COLUMNS: tuple[str, ...] = (

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import Cluster
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.synthetic import PROFILES, generate
+from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.traces import detect_format, load_trace
+from hetsched.jobs.traces.job_table import JobTable
+from hetsched.jobs.traces.synthetic import PROFILES, generate
 
 #: The built-in cluster a trace format runs on when ``--cluster`` is not given and the trace
 #: defines none (an SWF header and Alibaba 2023's node list do define one).

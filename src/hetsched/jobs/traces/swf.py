@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hetsched.jobs.cluster import homogeneous_pool
-from hetsched.jobs.model import Job
+from hetsched.jobs.cluster.catalog import homogeneous_pool
 from hetsched.jobs.traces.common import RowReader, Trace, numbered_lines
+from hetsched.jobs.traces.job_table import Job
 
 _STATUS = {"0": "failed", "1": "completed", "5": "cancelled"}
 

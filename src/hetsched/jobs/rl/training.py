@@ -27,11 +27,11 @@ from pydantic import Field
 
 from hetsched.core.config import StrictModel
 from hetsched.core.seeding import seed_everything
-from hetsched.jobs.agent import JobScoringAgent, save_checkpoint
-from hetsched.jobs.cluster import Cluster
-from hetsched.jobs.environment import EpisodeOutcome, PrioritisationEnv, check_metric
-from hetsched.jobs.features import MAX_QUEUE_SIZE, QueueFeatures
-from hetsched.jobs.model import JobTable
+from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.rl.agent import JobScoringAgent, save_checkpoint
+from hetsched.jobs.rl.environment import EpisodeOutcome, PrioritisationEnv, check_metric
+from hetsched.jobs.rl.features import MAX_QUEUE_SIZE, QueueFeatures
+from hetsched.jobs.traces.job_table import JobTable
 from hetsched.rl import PPOConfig, RolloutBatch, compute_gae, ppo_update
 
 

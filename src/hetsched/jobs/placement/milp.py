@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hetsched.core.errors import ConfigError, HetschedError
-from hetsched.jobs.cluster import Allocation, ClusterState
-from hetsched.jobs.features import fragmentation_factor
-from hetsched.jobs.placement import JobRequest, candidate_placements, capacity_per_node
+from hetsched.jobs.cluster.model import Allocation
+from hetsched.jobs.cluster.state import ClusterState, fragmentation_factor
+from hetsched.jobs.placement.placers import JobRequest, candidate_placements, capacity_per_node
 
 SOLVERS: tuple[str, ...] = ("highs", "glpk_mi", "glpk")
 #: Added per candidate index so that exact ties resolve to the earliest candidate (pack on the

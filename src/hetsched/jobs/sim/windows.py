@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.core.seeding import make_rng
-from hetsched.jobs.cluster import Cluster
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.policies import PriorityPolicy
-from hetsched.jobs.simulator import SimulationConfig, SimulationResult, Simulator
+from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.policies.queue_state import PriorityPolicy
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.sim.simulator import Simulator
+from hetsched.jobs.traces.job_table import JobTable
 
 METRICS: tuple[str, ...] = ("bsld", "wait_s", "jct_s", "utilisation_pct", "makespan_s")
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from hetsched.core.errors import HetschedError
 from hetsched.core.seeding import make_rng
-from hetsched.jobs.model import REQUESTED_FROM_TRACE, JobTable
+from hetsched.jobs.traces.job_table import REQUESTED_FROM_TRACE, JobTable
 
 ESTIMATE_MODELS: tuple[str, ...] = ("auto", "trace", "user-history", "noisy", "oracle")
 

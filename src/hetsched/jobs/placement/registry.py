@@ -9,8 +9,8 @@ solve, not here.
 from __future__ import annotations
 
 from hetsched.core.registry import Registry
-from hetsched.jobs.milp import MILPPlacer
-from hetsched.jobs.placement import PackPlacer, Placer, SpreadPlacer
+from hetsched.jobs.placement.milp import MILPPlacer
+from hetsched.jobs.placement.placers import PackPlacer, Placer, SpreadPlacer
 
 PLACERS: Registry[type[Placer]] = Registry("placer")
 PLACERS.register("pack")(PackPlacer)

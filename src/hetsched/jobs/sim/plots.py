@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.jobs.simulator import SimulationResult
-from hetsched.jobs.windows import WindowSummary
+from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.sim.windows import WindowSummary
 
 
 def plot_wait_cdf(summaries: Sequence[WindowSummary], path: Path) -> None:

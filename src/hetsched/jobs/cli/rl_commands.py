@@ -19,14 +19,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.agent import load_checkpoint
-from hetsched.jobs.cli_options import option_group
-from hetsched.jobs.environment import EpisodeOutcome, check_metric
-from hetsched.jobs.evaluation import evaluate_agents, write_report
-from hetsched.jobs.placers import PLACERS
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.scenario import Scenario, load_scenario
-from hetsched.jobs.training import TrainConfig, plot_training_curve, train_agent
+from hetsched.jobs.cli.option_groups import option_group
+from hetsched.jobs.placement.registry import PLACERS
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.rl.agent import load_checkpoint
+from hetsched.jobs.rl.environment import EpisodeOutcome, check_metric
+from hetsched.jobs.rl.evaluation import evaluate_agents, write_report
+from hetsched.jobs.rl.scenario import Scenario, load_scenario
+from hetsched.jobs.rl.training import TrainConfig, plot_training_curve, train_agent
 
 TRACE_HELP = "Trace file (or PAI 2020 folder)."
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
@@ -253,9 +253,3 @@ def evaluate(
         json.dumps({"scenario": info, "split": split, "placement": placement}, indent=2)
     )
     console.print(f"saved in {out}: {', '.join(written)}, run.json")
-
-
-def register(app: typer.Typer) -> None:
-    """Adds ``train`` and ``evaluate`` to the ``hetsched jobs`` app."""
-    app.command("train")(train)
-    app.command("evaluate")(evaluate)

@@ -21,7 +21,7 @@ import numpy as np
 
 from hetsched.core.registry import Registry
 from hetsched.core.seeding import make_rng
-from hetsched.jobs.model import FIELD_NAMES, REQUESTED_MISSING, JobTable
+from hetsched.jobs.traces.job_table import FIELD_NAMES, REQUESTED_MISSING, JobTable
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.jobs.policies import QueueState
+from hetsched.jobs.cluster.state import fragmentation_factor
+from hetsched.jobs.policies.queue_state import QueueState
 
 MAX_QUEUE_SIZE = 256
 """Jobs the agent sees per decision (section 3.2); older jobs first, the rest padded."""
@@ -112,16 +113,6 @@ class QueueFeatures:
 def log_time(seconds: np.ndarray) -> np.ndarray:
     """``log1p(t) / log1p(30 days)``, clipped to [0, 1]."""
     return np.clip(np.log1p(np.maximum(seconds, 0.0)) / np.log1p(REFERENCE_TIME_S), 0.0, 1.0)
-
-
-def fragmentation_factor(free_gpus: np.ndarray) -> float:
-    """Eq. 3 (Herfindahl form, see the module docstring) of the free GPUs of some nodes."""
-    n = len(free_gpus)
-    total = float(free_gpus.sum())
-    if n < 2 or total <= 0:
-        return 0.0
-    raw = 1.0 - float(np.square(free_gpus, dtype=np.float64).sum()) / total**2
-    return raw / (1.0 - 1.0 / n)
 
 
 def choice_possible(state: QueueState, max_queue: int = MAX_QUEUE_SIZE) -> bool:

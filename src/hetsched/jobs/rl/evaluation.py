@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.jobs.agent import load_checkpoint
-from hetsched.jobs.cluster import Cluster
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.policies import make_policy
-from hetsched.jobs.rl_policy import RLPriorityPolicy
-from hetsched.jobs.simulator import SimulationConfig, Simulator
-from hetsched.jobs.windows import window_starts
+from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.rl.agent import load_checkpoint
+from hetsched.jobs.rl.policy import RLPriorityPolicy
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.simulator import Simulator
+from hetsched.jobs.sim.windows import window_starts
+from hetsched.jobs.traces.job_table import JobTable
 
 #: Summary keys shown in tables and box plots, in the paper's order (Table 9).
 TABLE_METRICS: tuple[str, ...] = ("bsld", "wait_s", "jct_s", "utilisation_pct")

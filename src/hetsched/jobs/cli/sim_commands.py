@@ -1,8 +1,5 @@
-"""`hetsched jobs` sub-commands: trace inspection, synthetic traces and trace-driven simulation.
-
-The train/evaluate and live-Slurm commands live in :mod:`hetsched.jobs.rl_cli` and
-:mod:`hetsched.jobs.slurm.cli` and are registered on this app below.
-"""
+"""`hetsched jobs trace-info`, `synth` and `simulate`: trace inspection, synthetic traces and
+trace-driven simulation of the heuristic (or trained) policies."""
 
 from __future__ import annotations
 
@@ -13,28 +10,24 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from hetsched.jobs.cluster import resolve_cluster, with_speed_factors
-from hetsched.jobs.comparison import (
+from hetsched.jobs.cluster.catalog import resolve_cluster, with_speed_factors
+from hetsched.jobs.rl.policy import policy_by_name
+from hetsched.jobs.sim.comparison import (
     choose_queue_modes,
     compare_policies,
     remap_virtual_clusters,
     write_comparison,
 )
-from hetsched.jobs.estimates import fill_requested_times
-from hetsched.jobs.rl_cli import register as register_rl
-from hetsched.jobs.rl_policy import policy_by_name
-from hetsched.jobs.simulator import SimulationConfig
-from hetsched.jobs.slurm.cli import register as register_slurm
-from hetsched.jobs.synthetic import PROFILES, generate
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.traces.estimates import fill_requested_times
 from hetsched.jobs.traces.rltune_csv import write_rltune_csv
 from hetsched.jobs.traces.source import load_jobs
 from hetsched.jobs.traces.statistics import trace_statistics
+from hetsched.jobs.traces.synthetic import PROFILES, generate
 
-app = typer.Typer(no_args_is_help=True)
 DEFAULT_POLICIES = "fcfs,sjf,wfp3,unicep,f1,slurm,qssf"
 
 
-@app.command("trace-info")
 def trace_info(
     trace: Path = typer.Argument(..., help="Trace file (or PAI 2020 folder)."),
     format: str = typer.Option("auto", "--format", help="swf, rltune, helios, philly, ..."),
@@ -50,7 +43,6 @@ def trace_info(
     Console().print(table)
 
 
-@app.command()
 def synth(
     profile: str = typer.Option("helios", help="philly, helios or alibaba (Tables 2 and 4)."),
     jobs: int = typer.Option(2048, help="Number of jobs."),
@@ -66,7 +58,6 @@ def synth(
     )
 
 
-@app.command()
 def simulate(
     trace: Path | None = typer.Option(None, help="Trace file (or PAI 2020 folder)."),
     format: str = typer.Option("auto", "--format", help="Trace format (auto = from the name)."),
@@ -165,7 +156,3 @@ def simulate(
 def _split(names: str) -> list[str]:
     """The non-empty items of a comma-separated option."""
     return [name.strip() for name in names.split(",") if name.strip()]
-
-
-register_slurm(app)
-register_rl(app)

@@ -27,8 +27,10 @@ import gymnasium as gym
 import numpy as np
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import Cluster
-from hetsched.jobs.features import (
+from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.policies.queue_state import QueueState
+from hetsched.jobs.rl.features import (
     CRITIC_FEATURES,
     MAX_QUEUE_SIZE,
     OBS_FEATURES,
@@ -36,9 +38,10 @@ from hetsched.jobs.features import (
     build_features,
     choice_possible,
 )
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.policies import QueueState, make_policy
-from hetsched.jobs.simulator import SimulationConfig, SimulationResult, Simulator
+from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.sim.simulator import Simulator
+from hetsched.jobs.traces.job_table import JobTable
 
 MAX_REDRAWS = 20
 """Random starts tried before giving up on finding an episode with a decision in it."""

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hetsched.jobs.agent import JobScoringAgent, load_checkpoint
-from hetsched.jobs.features import build_features, choice_possible
-from hetsched.jobs.policies import PriorityPolicy, QueueState, make_policy
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
+from hetsched.jobs.rl.agent import JobScoringAgent, load_checkpoint
+from hetsched.jobs.rl.features import build_features, choice_possible
 
 CHECKPOINT_SUFFIX = ".pt"
 

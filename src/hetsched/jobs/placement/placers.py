@@ -19,7 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
-from hetsched.jobs.cluster import Allocation, Cluster, ClusterState
+from hetsched.jobs.cluster.model import Allocation, Cluster
+from hetsched.jobs.cluster.state import ClusterState
 
 
 @dataclass(frozen=True)

@@ -5,16 +5,9 @@ nodes (:mod:`hetsched.jobs.placement`), and this module moves jobs from waiting 
 done on the shared :class:`~hetsched.core.events.EventLoop`. Events are arrivals and completions;
 after all events of one instant, one scheduling pass runs (a lower-priority event at that time).
 
-Queue modes (what happens when the best-ranked waiting job does not fit):
-- ``greedy`` (default, work-conserving): skip it and try the next job in priority order, so one
-  large job never idles the cluster (RLTune's simulator let the chosen job block the queue);
-- ``strict``: stop; nothing behind it starts until it does (the order is re-ranked at every
-  pass, so a better-scored newcomer that fits may still go first);
-- ``committed``: strict, and once a job is picked it stays picked until it starts, even if a
-  better-scored job arrives (RLScheduler's "no backfilling" and RLTune's published behaviour,
-  kept only to reproduce their numbers);
-- ``easy``: EASY backfilling (Lifka 1995; paper section 4.1): reserve the earliest start for the
-  blocked head job, then start later jobs only if they cannot delay that reservation.
+The queue modes (greedy, strict, committed, EASY backfilling) are described in
+:mod:`hetsched.jobs.sim.config`; the outcome is a
+:class:`~hetsched.jobs.sim.result.SimulationResult`.
 
 Run times: a job placed on GPU type ``t`` runs ``run_time_s / speed(t)``. Reservations use the
 requested time (an estimate) scaled the same way, never the true run time unless the ``oracle``
@@ -23,183 +16,22 @@ estimate filled it.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from hetsched.core.errors import HetschedError
 from hetsched.core.events import EventLoop
-from hetsched.core.metrics import summarize
-from hetsched.jobs.cluster import Allocation, Cluster, ClusterState
-from hetsched.jobs.history import UsageHistory
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.placement import JobRequest, Placer
-from hetsched.jobs.placers import PLACERS
-from hetsched.jobs.policies import PriorityPolicy, QueueState
-
-QueueMode = Literal["greedy", "strict", "committed", "easy"]
-QUEUE_MODES: tuple[str, ...] = ("greedy", "strict", "committed", "easy")
-
-#: Bounded slowdown's threshold (Feitelson): run times under 10 s count as 10 s.
-BSLD_THRESHOLD_S = 10.0
-
-
-class UnrunnableJobError(HetschedError):
-    """A job can never run on the cluster (too many GPUs, an absent GPU type or VC)."""
-
-
-@dataclass
-class SimulationConfig:
-    """Knobs of one simulation.
-
-    Attributes:
-        queue_mode: ``greedy``, ``strict`` or ``easy`` (see the module docstring).
-        placer: Placer name (``pack`` or ``spread``) or an object with ``place``.
-        recompute_interval_s: None = priorities recomputed at every pass; a number = recomputed
-            only every that many seconds (Slurm's ``PriorityCalcPeriod``), new arrivals scored
-            once on arrival.
-        drop_unrunnable: Drop jobs that can never fit (reported in the result) instead of raising.
-        max_passes: Safety limit on scheduling passes (None = unlimited).
-        starts_per_pass: None = a pass starts every job that fits; a number = at most that many,
-            then another pass runs at the same instant. A policy whose scores depend on the free
-            resources (the RL prioritiser) asks for 1 through its own ``starts_per_pass``
-            attribute, so it re-scores after every start.
-    """
-
-    queue_mode: QueueMode = "greedy"
-    placer: str | Placer = "pack"
-    recompute_interval_s: float | None = None
-    drop_unrunnable: bool = False
-    max_passes: int | None = None
-    starts_per_pass: int | None = None
-
-
-@dataclass
-class SimulationResult:
-    """Per-job outcome and cluster-level metrics of one run.
-
-    Per-job arrays follow the simulated table's rows; ``start_s``/``end_s`` are NaN for jobs
-    dropped as unrunnable.
-    """
-
-    jobs: JobTable
-    cluster: Cluster
-    policy: str
-    queue_mode: str
-    start_s: np.ndarray
-    end_s: np.ndarray
-    gpu_type: np.ndarray
-    nodes: np.ndarray
-    utilisation_time_s: np.ndarray
-    utilisation_busy_gpus: np.ndarray
-    reservations: list[tuple[int, float, float]] = field(default_factory=list)
-    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    passes: int = 0
-
-    @property
-    def finished(self) -> np.ndarray:
-        """Mask of jobs that ran."""
-        return ~np.isnan(self.end_s)
-
-    @property
-    def wait_s(self) -> np.ndarray:
-        """Start minus submit."""
-        return self.start_s - self.jobs.submit_time_s
-
-    @property
-    def run_s(self) -> np.ndarray:
-        """Actual run time (after the GPU type's speed factor)."""
-        return self.end_s - self.start_s
-
-    @property
-    def jct_s(self) -> np.ndarray:
-        """Job completion time: end minus submit."""
-        return self.end_s - self.jobs.submit_time_s
-
-    @property
-    def bounded_slowdown(self) -> np.ndarray:
-        """max(1, (wait + run) / max(run, 10 s)) per job."""
-        run = self.run_s
-        return np.maximum(1.0, (self.wait_s + run) / np.maximum(run, BSLD_THRESHOLD_S))
-
-    @property
-    def makespan_s(self) -> float:
-        """Last completion minus first submission."""
-        done = self.finished
-        if not done.any():
-            return 0.0
-        return float(np.nanmax(self.end_s) - self.jobs.submit_time_s[done].min())
-
-    def gpu_utilisation(self) -> float:
-        """Busy GPU-seconds / (cluster GPUs x makespan), in [0, 1]."""
-        t, busy = self.utilisation_time_s, self.utilisation_busy_gpus
-        span = self.makespan_s
-        if len(t) < 2 or span <= 0:
-            return 0.0
-        area = float(np.sum(busy[:-1] * np.diff(t)))
-        return area / (self.cluster.total_gpus * span)
-
-    def summary(self) -> dict[str, float]:
-        """Mean wait, JCT, bounded slowdown, utilisation (%) and makespan, plus tails."""
-        done = self.finished
-        wait, jct = summarize(self.wait_s[done]), summarize(self.jct_s[done])
-        bsld = summarize(self.bounded_slowdown[done])
-        return {
-            "jobs": int(done.sum()),
-            "dropped": len(self.dropped),
-            "bsld": bsld.mean,
-            "bsld_p90": bsld.p90,
-            "wait_s": wait.mean,
-            "wait_p90_s": wait.p90,
-            "jct_s": jct.mean,
-            "utilisation_pct": 100.0 * self.gpu_utilisation(),
-            "makespan_s": self.makespan_s,
-        }
-
-    def write_csv(self, path: str | Path) -> None:
-        """Per-job rows: id, user, submit, start, end, wait, JCT, bsld, GPUs, type, nodes."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        cols = ["job_id", "user", "submit_s", "start_s", "end_s", "wait_s", "jct_s", "bsld"]
-        cols += ["num_gpus", "gpu_type", "nodes"]
-        wait, jct, bsld = self.wait_s, self.jct_s, self.bounded_slowdown
-        with path.open("w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(cols)
-            for i in range(len(self.jobs)):
-                writer.writerow(
-                    [
-                        self.jobs.id[i],
-                        self.jobs.user[i],
-                        self.jobs.submit_time_s[i],
-                        self.start_s[i],
-                        self.end_s[i],
-                        wait[i],
-                        jct[i],
-                        bsld[i],
-                        self.jobs.num_gpus[i],
-                        self.gpu_type[i],
-                        self.nodes[i],
-                    ]
-                )
-
-    def write_json(self, path: str | Path) -> None:
-        """The summary plus the run's settings as JSON."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "policy": self.policy,
-            "queue_mode": self.queue_mode,
-            "cluster": self.cluster.describe(),
-            "summary": self.summary(),
-            "dropped_job_ids": [str(self.jobs.id[i]) for i in self.dropped],
-        }
-        path.write_text(json.dumps(payload, indent=2))
+from hetsched.jobs.cluster.model import Allocation, Cluster
+from hetsched.jobs.cluster.state import ClusterState
+from hetsched.jobs.placement.placers import JobRequest, Placer
+from hetsched.jobs.placement.registry import PLACERS
+from hetsched.jobs.policies.history import UsageHistory
+from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
+from hetsched.jobs.sim.config import QUEUE_MODES, SimulationConfig, UnrunnableJobError
+from hetsched.jobs.sim.easy_backfill import head_reservation
+from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.traces.job_table import JobTable
 
 
 class Simulator:
@@ -483,49 +315,22 @@ class Simulator:
         return started
 
     def _reservation(self, head: int, now: float) -> tuple[float, ClusterState]:
-        """Earliest time the head job fits if running jobs end at their estimated ends, and the
-        free resources left at that time once the head's reservation is taken out."""
-        projected = self._state.copy()
-        request = self._requests[head]
+        """EASY's reservation for the head job, with running jobs ending at their estimated ends
+        (never before now), earliest first (ties: lower index first)."""
         running = np.fromiter(self._running, dtype=np.int64, count=len(self._running))
         ends = np.maximum(self._est_end[running], now)
         order = np.lexsort((running, ends))
-        running, ends = running[order], ends[order]
-        # The head cannot fit before enough GPUs are released on its eligible nodes, so skip
-        # straight to the first running job whose end frees enough of them.
-        free_eligible = int(projected.free_gpus[request.eligible].sum())
-        allocs = [self._alloc[j] for j in running.tolist()]
-        if allocs:
-            nodes = np.concatenate([a.node_indices for a in allocs])
-            owner = np.repeat(np.arange(len(allocs)), [a.num_nodes for a in allocs])
-            eligible = request.eligible[nodes]
-            on_eligible = np.concatenate([a.gpus for a in allocs]) * eligible
-            freed = np.cumsum(np.bincount(owner, weights=on_eligible, minlength=len(allocs)))
-            # Only a job holding an eligible node can make the head fit when it ends.
-            useful = np.bincount(owner, weights=eligible, minlength=len(allocs)) > 0
-        else:
-            freed, useful = np.zeros(0), np.zeros(0, dtype=bool)
-        first = int(np.searchsorted(freed, request.num_gpus - free_eligible))
-        shadow = math.inf
-        pending = list(allocs[:first])
-        try_now = False
-        for position in range(first, len(running)):
-            pending.append(allocs[position])
-            try_now = try_now or bool(useful[position])
-            if position + 1 < len(running) and ends[position + 1] <= ends[position]:
-                continue  # release everything that ends at the same instant first
-            if not try_now:
-                continue
-            projected.release_all(pending)
-            pending, try_now = [], False
-            alloc = self.placer.place(request, projected)
-            if alloc is not None:
-                projected.allocate(alloc)
-                shadow = float(ends[position])
-                break
-        if shadow == math.inf:
-            projected.release_all(pending)
-        return shadow, projected
+        allocations = [self._allocation(j) for j in running[order].tolist()]
+        return head_reservation(
+            self._state, self._requests[head], allocations, ends[order], self.placer
+        )
+
+    def _allocation(self, index: int) -> Allocation:
+        """Where running job ``index`` runs."""
+        allocation = self._alloc[index]
+        if allocation is None:
+            raise RuntimeError(f"job {self.jobs.id[index]} is not running")
+        return allocation
 
     def _backfill(self, head: int, rest: np.ndarray, now: float, failed: set[int]) -> list[int]:
         # EASY (Lifka 1995): the head gets a reservation at the shadow time; a later job may start

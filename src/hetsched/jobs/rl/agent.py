@@ -21,12 +21,7 @@ import torch
 from torch import nn
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.features import (
-    CRITIC_FEATURES,
-    MAX_QUEUE_SIZE,
-    OBS_FEATURES,
-    QueueFeatures,
-)
+from hetsched.jobs.rl.features import CRITIC_FEATURES, MAX_QUEUE_SIZE, OBS_FEATURES, QueueFeatures
 from hetsched.rl import ActionAndValue, MaskedCategorical
 
 CHECKPOINT_FORMAT = "hetsched-rltune-agent-v1"

@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cluster import Cluster, map_virtual_clusters
-from hetsched.jobs.model import JobTable
-from hetsched.jobs.policies import PriorityPolicy
-from hetsched.jobs.sim_plots import plot_utilisation, plot_wait_cdf
-from hetsched.jobs.simulator import QUEUE_MODES, SimulationConfig, SimulationResult
-from hetsched.jobs.windows import METRICS, WindowSummary, evaluate_windows, run_policy
+from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.cluster.virtual_clusters import map_virtual_clusters
+from hetsched.jobs.policies.queue_state import PriorityPolicy
+from hetsched.jobs.sim.config import QUEUE_MODES, SimulationConfig
+from hetsched.jobs.sim.plots import plot_utilisation, plot_wait_cdf
+from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.sim.windows import METRICS, WindowSummary, evaluate_windows, run_policy
+from hetsched.jobs.traces.job_table import JobTable
 
 #: The modes ``--compare-modes`` runs, strictest first.
 ALL_QUEUE_MODES: tuple[str, ...] = ("strict", "committed", "easy", "greedy")

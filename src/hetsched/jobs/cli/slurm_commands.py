@@ -1,0 +1,226 @@
+"""`hetsched jobs slurm`, `slurm-submit` and `slurm-experiment`: RLTune's live Slurm mode
+(:mod:`hetsched.jobs.slurm`)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hetsched.core.errors import HetschedError
+from hetsched.jobs.cli.option_groups import option_group
+from hetsched.jobs.placement.registry import PLACERS
+from hetsched.jobs.rl.policy import policy_by_name
+from hetsched.jobs.slurm.adapter import AdapterConfig, ScanReport, SlurmAdapter
+from hetsched.jobs.slurm.client import SlurmClient
+from hetsched.jobs.slurm.experiment import run_experiment, write_results
+from hetsched.jobs.slurm.priorities import PriorityRange
+from hetsched.jobs.slurm.workload import (
+    WorkloadScale,
+    scale_workload,
+    submit_requests,
+    submit_workload,
+)
+from hetsched.jobs.traces.estimates import fill_requested_times
+from hetsched.jobs.traces.job_table import JobTable
+from hetsched.jobs.traces.source import load_jobs
+
+SCALE_HELP = "Scaled run times lie in [--min-run-s, --max-run-s] (log-linear map of the trace's)."
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """The workload flags of ``slurm-submit`` and ``slurm-experiment``, declared once so that
+    both commands build the same scaled workload from the same flags."""
+
+    synthetic: Annotated[str | None, typer.Option(help="Synthetic profile (or --trace).")] = (
+        "philly"
+    )
+    trace: Annotated[Path | None, typer.Option(help="A real trace; a window of it is used.")] = None
+    trace_format: Annotated[str, typer.Option("--format", help="Trace format.")] = "auto"
+    start: Annotated[int, typer.Option(help="First job of the trace window.")] = 0
+    jobs: Annotated[int, typer.Option(help="Jobs in the workload.")] = 64
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic trace and estimates.")] = 0
+    estimate: Annotated[str, typer.Option(help="Requested-time model.")] = "auto"
+    min_run_s: Annotated[float, typer.Option(help=SCALE_HELP)] = 1.0
+    max_run_s: Annotated[float, typer.Option(help=SCALE_HELP)] = 12.0
+    arrival_span_s: Annotated[float, typer.Option(help="Last arrival (0 = all at once).")] = 20.0
+
+    @property
+    def profile(self) -> str | None:
+        """The synthetic profile in use: none once --trace replaces the default one."""
+        return None if self.trace is not None else self.synthetic
+
+    def load(self, max_gpus: int) -> JobTable:
+        """A synthetic trace or a window of a real one, with requested times, on the scaled
+        axis; GPU counts are clipped to 1..``max_gpus`` so every job fits the target node."""
+        table = load_jobs(self.trace, self.trace_format, self.profile, self.jobs, self.seed).jobs
+        if self.trace is not None:
+            if not 0 <= self.start < len(table):
+                raise HetschedError(
+                    f"--start {self.start} is outside the trace's {len(table)} jobs"
+                )
+            table = table.window(self.start, min(self.jobs, len(table) - self.start))
+        table = fill_requested_times(table, self.estimate, self.seed)
+        scale = WorkloadScale(self.min_run_s, self.max_run_s, self.arrival_span_s, max_gpus)
+        return scale_workload(table, scale)
+
+
+def _configure_logging(log_file: Path | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    logger = logging.getLogger("hetsched.jobs.slurm")
+    logger.handlers.clear()
+    for handler in handlers:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def slurm(
+    policy: str = typer.Option(..., help="Priority policy name, or an RLTune checkpoint."),
+    interval: float = typer.Option(60.0, "--interval", help="Seconds between scans."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Log planned changes only."),
+    restore: bool = typer.Option(
+        False, "--restore", help="On exit, hand touched jobs back to Slurm's own priority."
+    ),
+    partition: str | None = typer.Option(None, help="Only this partition's jobs and nodes."),
+    user: str | None = typer.Option(None, help="Only this user's jobs."),
+    placer: str | None = typer.Option(
+        None, help="Placer for oversubscribe advice (pack, spread, milp); none = no advice."
+    ),
+    advice_top_k: int = typer.Option(8, help="Advise only the K best-ranked jobs."),
+    top_priority: int = typer.Option(1_000_000, help="Priority of the best-ranked job."),
+    priority_step: int = typer.Option(100, help="Priority gap between ranks."),
+    retries: int = typer.Option(2, help="Retries of a failed scontrol call per scan."),
+    max_scans: int | None = typer.Option(None, help="Stop after this many scans."),
+    until_idle: bool = typer.Option(False, help="Stop when no matching job is left."),
+    slurm_conf: Path | None = typer.Option(None, help="SLURM_CONF for the commands."),
+    log_file: Path | None = typer.Option(None, help="Also write the change log here."),
+) -> None:
+    """Scans the queue every --interval s, scores pending jobs with the policy and applies the
+    priorities with `scontrol update jobid=N priority=M` (section 3.1.2)."""
+    if interval <= 0:
+        raise HetschedError(f"--interval must be > 0 s, got {interval}")
+    _configure_logging(log_file)
+    config = AdapterConfig(
+        interval_s=interval,
+        dry_run=dry_run,
+        partition=partition,
+        user=user,
+        priority_range=PriorityRange(top=top_priority, step=priority_step),
+        placer=PLACERS.create(placer) if placer else None,
+        advice_top_k=advice_top_k,
+        retries=retries,
+    )
+    adapter = SlurmAdapter(SlurmClient(slurm_conf=slurm_conf), policy_by_name(policy), config)
+    applied = 0
+
+    def count(report: ScanReport) -> None:
+        nonlocal applied
+        applied += sum(c.outcome == "applied" for c in report.changes)
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # restore on kill, too
+    try:
+        scans = adapter.run(max_scans, until_idle, restore, on_scan=count)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    mode = "dry run, nothing applied" if dry_run else f"{applied} changes applied"
+    typer.echo(f"{scans} scans, {mode}")
+
+
+@option_group("workload", jobs="Jobs to submit.")
+def slurm_submit(
+    workload: WorkloadOptions = WorkloadOptions(),
+    max_gpus: int = typer.Option(4, help="GPU counts are clipped to 1..this."),
+    partition: str | None = typer.Option(None, help="Partition to submit to."),
+    slurm_conf: Path | None = typer.Option(None, help="SLURM_CONF for sbatch."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the sbatch lines only."),
+) -> None:
+    """Submits a scaled trace as `sleep` jobs (`--gres=gpu:k`, `--time`) at their arrival
+    times."""
+    table = workload.load(max_gpus)
+    if dry_run:
+        for arrival, request in zip(
+            table.submit_time_s.tolist(), submit_requests(table, partition), strict=True
+        ):
+            typer.echo(f"t={arrival:7.3f}s " + " ".join(request.argv()))
+        return
+    ids = submit_workload(SlurmClient(slurm_conf=slurm_conf), table, partition)
+    gpu_s = float((table.run_time_s * table.num_gpus).sum())
+    typer.echo(
+        f"submitted {len(ids)} jobs (ids {ids[0]}-{ids[-1]}), {gpu_s:.0f} GPU-seconds of sleep"
+    )
+
+
+@option_group("workload")
+def slurm_experiment(
+    policy: str = typer.Option("sjf", help="hetsched's policy (name or checkpoint)."),
+    interval: float = typer.Option(1.0, "--interval", help="Adapter scan interval (s)."),
+    workload: WorkloadOptions = WorkloadOptions(),
+    gpus: int = typer.Option(4, help="Fake GPUs on the local Slurm node."),
+    simulate_only: bool = typer.Option(False, help="Skip the live runs (no Slurm needed)."),
+    timeout_s: float = typer.Option(900.0, help="Per live arm."),
+    out: Path = typer.Option(Path("runs/jobs/slurm-experiment"), help="Output folder."),
+) -> None:
+    """Section 5.6 scaled: Slurm multifactor alone vs hetsched's priorities, on a private
+    local Slurm with fake GPUs and in the simulator; makespan, mean wait, GPU utilisation."""
+    table = workload.load(gpus)
+    results = run_experiment(
+        table,
+        policy_by_name(policy),
+        interval,
+        gpus=gpus,
+        cpus=gpus,
+        live=not simulate_only,
+        timeout_s=timeout_s,
+    )
+    view = Table(title=f"{len(table)} jobs on one {gpus}-GPU node, {policy} every {interval:g} s")
+    for column in ("arm", "mode", "makespan (s)", "mean wait (s)", "GPU util (%)", "updates"):
+        view.add_column(column, justify="left" if column in ("arm", "mode") else "right")
+    for r in results:
+        view.add_row(
+            r.arm,
+            r.mode,
+            f"{r.makespan_s:.1f}",
+            f"{r.mean_wait_s:.1f}",
+            f"{r.gpu_utilisation_pct:.1f}",
+            str(r.priority_changes) if r.mode == "live" else "-",
+        )
+    Console().print(view)
+    settings = {
+        "policy": policy,
+        "interval_s": interval,
+        "workload": {
+            "synthetic": workload.profile,
+            "trace": str(workload.trace) if workload.trace else None,
+            "start": workload.start,
+            "jobs": len(table),
+            "seed": workload.seed,
+            "estimate": workload.estimate,
+            "min_run_s": workload.min_run_s,
+            "max_run_s": workload.max_run_s,
+            "arrival_span_s": workload.arrival_span_s,
+        },
+        "gpus": gpus,
+        "gpu_seconds": float((table.run_time_s * table.num_gpus).sum()),
+    }
+    write_results(out / "results.json", results, settings)
+    typer.echo(f"saved {out / 'results.json'}")
