@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast, get_args
 
 import torch
 import typer
@@ -30,6 +31,7 @@ from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.reward import RewardWeights, reward_weights
 from hetsched.slim.serving.cli import register as register_serving
 from hetsched.slim.sim.scenario import ScenarioConfig
+from hetsched.slim.sim.workload import Pattern
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -306,7 +308,7 @@ def run_server_command(
     out: Path = typer.Option(Path("runs/slim-server"), help="Folder for the JSON and metrics."),
 ) -> None:
     """Runs one server (greedy executor) under a seeded workload; prints and saves its metrics."""
-    if pattern not in ("poisson", "bursty"):
+    if pattern not in get_args(Pattern):
         raise ConfigError(f"--pattern: expected poisson or bursty, got {pattern!r}")
     if duration_s <= 0:
         raise ConfigError(f"--duration-s: expected a positive number of seconds, got {duration_s}")
@@ -322,7 +324,7 @@ def run_server_command(
     }
     config = validate_config(knobs, ExecutorConfig, "command line")
     report, executor = run_server(
-        device, config, pattern=pattern, duration_s=duration_s, seed=seed, sim=sim
+        device, config, pattern=cast(Pattern, pattern), duration_s=duration_s, seed=seed, sim=sim
     )
     console = Console()
     console.print(report_table(report))

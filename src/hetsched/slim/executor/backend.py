@@ -41,8 +41,10 @@ class ExecutorBackend(Protocol):
     """
 
     name: str
-    memory_bytes: int
-    """Device memory (VRAM_tot of line 14): the executor's M_max when its config sets none."""
+
+    @property
+    def memory_bytes(self) -> int:
+        """Device memory (VRAM_tot of line 14): the executor's M_max when its config sets none."""
 
     def instance_bytes(self, segment: int, width: float) -> int:
         """Estimated device bytes of one (segment, width) instance: CANLOAD's estimate (line 14)."""

@@ -187,6 +187,7 @@ class GreedyExecutor:
         """LOOP (lines 1-10), run to the first head that cannot run."""
         order = self._order
         self._blocked = None
+        instance: Instance | None
         while order:
             queue = order[0]  # line 3: peek the head key
             if queue.departed:  # that request already left in an earlier batch of its key

@@ -37,7 +37,6 @@ from hetsched.slim.sim.simulated_backend import SimulatedBackend
 from hetsched.slim.sim.workload import (
     Pattern,
     SegmentWorkload,
-    Submitter,
     drive,
     replay,
     segment_workload,
@@ -50,7 +49,7 @@ class OpenServer:
 
     backend: ExecutorBackend
     clock: Any
-    feed: Callable[[SegmentWorkload, Submitter, Callable[[float], None]], None]
+    feed: Callable[[SegmentWorkload, GreedyExecutor, Callable[[float], None]], None]
     """Submits a workload's requests at their arrival times (it may run the clock meanwhile)."""
     run_until: Callable[[Callable[[], bool]], None]
     """Runs the clock until the condition holds."""
@@ -70,7 +69,9 @@ def open_server(device: str, *, sim: bool) -> OpenServer:
     loop = EventLoop()
     backend = SimulatedBackend(spec, cifar100_costs(), loop)
 
-    def feed(workload: SegmentWorkload, server: Submitter, done: Callable[[float], None]) -> None:
+    def feed(
+        workload: SegmentWorkload, server: GreedyExecutor, done: Callable[[float], None]
+    ) -> None:
         replay(workload, server, loop, done)
 
     def run_until(finished: Callable[[], bool]) -> None:
@@ -121,7 +122,9 @@ def open_live_server(device: str, image_size: int = 32) -> OpenServer:
     except ConfigError as error:
         raise ConfigError(f"run-server without --sim runs live: {error}") from None
 
-    def feed(workload: SegmentWorkload, server: Submitter, done: Callable[[float], None]) -> None:
+    def feed(
+        workload: SegmentWorkload, server: GreedyExecutor, done: Callable[[float], None]
+    ) -> None:
         drive(workload, _WithActivations(server, image_size), loop, done)
 
     def run_until(finished: Callable[[], bool]) -> None:

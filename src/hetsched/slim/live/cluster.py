@@ -31,7 +31,6 @@ from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
 from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
 from hetsched.slim.executor.backend import BatchDone, SegmentKey
-from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.live.devices import resolve_live_device
 from hetsched.slim.live.torch_backend import LiveInstance, TorchBackend
@@ -155,17 +154,6 @@ class LiveSetup:
             checkpoint, model, dataset.name, dataset.test_images, dataset.test_labels, chosen, note
         )
 
-    def servers(self, config: ExecutorConfig) -> tuple[RealTimeLoop, list[GreedyExecutor]]:
-        """Fresh executors on the live backend, one per device, on one new real-time loop."""
-        loop = RealTimeLoop()
-        servers = []
-        for index, device in enumerate(self.devices):
-            name = f"{index}:{device}"
-            backend = _ExpectedBackend(self.model, loop, device, name)
-            self.energy_sources.add(backend.energy_source)
-            servers.append(GreedyExecutor(backend, loop, config, name=name))
-        return loop, servers
-
     def open_cluster(
         self, scenario: ScenarioConfig, config: ClusterConfig, oracle: TableAccuracy
     ) -> SlimCluster:
@@ -173,11 +161,17 @@ class LiveSetup:
 
         Activations move in memory; correctness is the model's real answer (see module doc).
         """
-        clock, servers = self.servers(scenario.executor)
+        loop = RealTimeLoop()
+        backends = [
+            _ExpectedBackend(self.model, loop, device, f"{index}:{device}")
+            for index, device in enumerate(self.devices)
+        ]
+        servers = [GreedyExecutor(b, loop, scenario.executor, name=b.name) for b in backends]
+        self.energy_sources.update(backend.energy_source for backend in backends)
         accuracy = LiveAccuracy(oracle, self.labels)
-        cluster = SlimCluster(servers, clock, in_memory_transfer, accuracy, config)
-        for server in servers:
-            cluster.on_close(server.backend.close)
+        cluster = SlimCluster(servers, loop, in_memory_transfer, accuracy, config)
+        for backend in backends:
+            cluster.on_close(backend.close)
         return cluster
 
     def image(self, image_id: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ Segments are 0-based in code and printed 1-based for users.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -83,7 +84,7 @@ class BasicBlock(nn.Module):
     def forward(self, x: torch.Tensor, out_channels: int) -> torch.Tensor:
         out = torch.relu(self.norm1(self.conv1(x, out_channels)))
         out = self.norm2(self.conv2(out, out_channels))
-        if self.shortcut_conv is not None:
+        if self.shortcut_conv is not None and self.shortcut_norm is not None:
             shortcut = self.shortcut_norm(self.shortcut_conv(x, out_channels))
         else:
             shortcut = x
@@ -201,14 +202,23 @@ class SlimResNet(nn.Module):
         if len(widths) != NUM_SEGMENTS:
             raise ValueError(f"expected {NUM_SEGMENTS} widths, got {tuple(widths)}")
         for segment, width in zip(self.segments, widths, strict=True):
-            x = segment(x, self._check_width(width))
+            x = segment(x, self.check_width(width))
         return x
 
     def segment(self, k: int, width: float) -> SegmentAtWidth:
         """Segment ``k`` at ``width``, sharing this model's weights (no copy)."""
-        return SegmentAtWidth(self.segments[k], self._check_width(width))
+        return SegmentAtWidth(self.full_segment(k), self.check_width(width))
 
-    def _check_width(self, width: float) -> float:
+    def full_segment(self, k: int) -> SlimSegment:
+        """Segment ``k``'s module at full width (its weights cover every width)."""
+        return cast(SlimSegment, self.segments[k])
+
+    def check_width(self, width: float) -> float:
+        """``width`` as a float, if it is one of the model's widths.
+
+        Raises:
+            ValueError: For any other width.
+        """
         if width not in self.widths:
             raise ValueError(f"width {width} is not one of the model's widths {self.widths}")
         return float(width)
@@ -220,8 +230,8 @@ def extract_segment(model: SlimResNet, k: int, width: float) -> SegmentAtWidth:
     Output channels are cut to ``width``; input channels stay whole, so the copy accepts the
     previous segment's output at any width. This is what a server loads for one instance.
     """
-    width = model._check_width(width)
-    source = model.segments[k]
+    width = model.check_width(width)
+    source = model.full_segment(k)
     body = SlimSegment(
         k, source.max_in_channels, channel_count(source.max_out_channels, width), model.num_classes
     )

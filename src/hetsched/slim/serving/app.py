@@ -22,7 +22,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,7 +34,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from hetsched.slim.serving.front import ImageResult
-from hetsched.slim.serving.images import RequestError, decode_array, decode_image_file
+from hetsched.slim.serving.images import InputSpec, RequestError, decode_array, decode_image_file
 from hetsched.slim.serving.runtime import ServingRuntime
 
 CLASSIFY = "/v1/classify"
@@ -107,7 +107,7 @@ def create_app(runtime: ServingRuntime, *, manage_runtime: bool = True) -> FastA
         front, spec = runtime.front, runtime.input_spec
         if front is None or spec is None:
             raise RequestError(503, "the servers are still starting", "starting")
-        images, options = await _read_images(request, runtime)
+        images, options = await _read_images(request, runtime, spec)
         deadline_s = _float_option(
             options.get("deadline_s", request.headers.get("x-deadline-s")), "deadline_s"
         )
@@ -128,7 +128,13 @@ def create_app(runtime: ServingRuntime, *, manage_runtime: bool = True) -> FastA
             )
         metrics.request_seconds.observe(time.perf_counter() - started_s)
         return JSONResponse(
-            {"results": [_result_json(r, spec.class_names, top_k) for r in outcomes]}
+            {
+                "results": [
+                    _result_json(r, spec.class_names, top_k)
+                    for r in outcomes
+                    if isinstance(r, ImageResult)  # all of them: no failures
+                ]
+            }
         )
 
     return app
@@ -158,10 +164,11 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
 
 
 async def _read_images(
-    request: Request, runtime: ServingRuntime
+    request: Request, runtime: ServingRuntime, spec: InputSpec
 ) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """Decodes the body into model inputs and the request's options, by content type."""
-    limits, spec = runtime.config.admission, runtime.input_spec
+    """Decodes the body into model inputs (shaped by ``spec``) and the request's options, by
+    content type."""
+    limits = runtime.config.admission
     content_type = request.headers.get("content-type", "")
     media_type = content_type.split(";")[0].strip().lower()
     if media_type not in ("multipart/form-data", "application/json"):
@@ -206,7 +213,7 @@ def _json_images(body: bytes) -> tuple[list[Any], dict[str, Any]]:
 async def _form_files(
     request: Request, body: bytes, max_image_bytes: int
 ) -> tuple[list[tuple[bytes, str | None]], dict[str, Any]]:
-    async def stream() -> AsyncIterator[bytes]:
+    async def stream() -> AsyncGenerator[bytes, None]:
         yield body
 
     try:

@@ -28,7 +28,7 @@ from hetsched.core.errors import HetschedError
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG"}
 """Accepted file content types and the Pillow format each must decode as."""
-ARRAY_DTYPES = {"float32": np.dtype("<f4"), "uint8": np.dtype("u1")}
+ARRAY_DTYPES: dict[str, np.dtype[Any]] = {"float32": np.dtype("<f4"), "uint8": np.dtype("u1")}
 
 
 class RequestError(HetschedError):
@@ -84,23 +84,23 @@ def decode_image_file(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            if image.format != expected:
+            opened = Image.open(io.BytesIO(data))
+            if opened.format != expected:
                 raise RequestError(
                     400,
                     f"image {index}: declared {content_type} but the bytes are"
-                    f" {image.format or 'not an image'}",
+                    f" {opened.format or 'not an image'}",
                     "image_type_mismatch",
                 )
-            if image.width * image.height > max_pixels:
+            if opened.width * opened.height > max_pixels:
                 raise RequestError(
                     413,
-                    f"image {index}: {image.width}x{image.height} pixels exceeds the limit of"
+                    f"image {index}: {opened.width}x{opened.height} pixels exceeds the limit of"
                     f" {max_pixels} pixels",
                     "image_too_large",
                 )
             size = (spec.image_size, spec.image_size)
-            image = image.convert("RGB").resize(size, Image.Resampling.BILINEAR)
+            image = opened.convert("RGB").resize(size, Image.Resampling.BILINEAR)
     except RequestError:
         raise
     except Exception as error:  # Pillow raises many types for corrupt or hostile files

@@ -66,9 +66,9 @@ class RayServerPool:
         # Held for the pool's lifetime: Ray restarts a dead actor from these arguments.
         self._checkpoint_ref = ray.put(checkpoint)
         self._actors = [
-            ServerActor.options(num_cpus=server.num_cpus, num_gpus=server.num_gpus).remote(
-                server.name, self._checkpoint_ref, server.device, executor_config, server.spec
-            )
+            ServerActor.options(  # type: ignore[attr-defined]  # ray.remote adds options()
+                num_cpus=server.num_cpus, num_gpus=server.num_gpus
+            ).remote(server.name, self._checkpoint_ref, server.device, executor_config, server.spec)
             for server in servers
         ]
         self._up = [False] * len(servers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
@@ -25,6 +25,9 @@ from hetsched.slim.serving.config import ServeConfig, default_servers
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import InputSpec
 from hetsched.slim.serving.metrics import ServingMetrics
+
+if TYPE_CHECKING:  # the pool imports Ray, an optional dependency
+    from hetsched.slim.serving.pool import RayServerPool
 
 LOG = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ class ServingRuntime:
         self.num_cpus = num_cpus
         self.metrics = ServingMetrics()
         self.front: Front | None = None
-        self.pool = None
+        self.pool: RayServerPool | None = None
         self.input_spec: InputSpec | None = None
         self.event_loop: asyncio.AbstractEventLoop | None = None
         """The loop the front runs on (to call into the runtime from another thread)."""
@@ -117,11 +120,12 @@ class ServingRuntime:
             self._owns_ray = True
         servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
         router = build_router(config, len(servers))
-        self.pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
-        await self.pool.start()
-        self.metrics.watch_servers(self.pool.snapshots)
+        pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
+        self.pool = pool
+        await pool.start()
+        self.metrics.watch_servers(pool.snapshots)
         self.front = Front(
-            self.pool,
+            pool,
             router,
             AdmissionController(config.admission.max_images_in_system),
             WallClock(),

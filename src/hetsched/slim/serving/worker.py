@@ -103,9 +103,11 @@ class SegmentWorker:
         self.check_alive()
         future = asyncio.get_running_loop().create_future()
         aio = asyncio.get_running_loop()
-        self.loop.call_soon_threadsafe(
-            lambda: aio.call_soon_threadsafe(_settle, future, self._read_snapshot(), None)
-        )
+
+        def settle() -> None:  # on the loop thread: read there, hand over to the caller's loop
+            aio.call_soon_threadsafe(_settle, future, self._read_snapshot(), None)
+
+        self.loop.call_soon_threadsafe(settle)
         return await future
 
     def check_alive(self) -> None:

@@ -235,7 +235,8 @@ class SimulatedBackend:
         self._activation_bytes -= handle.activation_bytes
         # Rounding must not leave a phantom load behind once the device is empty.
         self._set_load(self.loop.now_s(), self._load - handle.share if self._running else 0.0)
-        handle.done(handle.outputs)
+        if handle.done is not None:  # set by run_batch before this end event was scheduled
+            handle.done(handle.outputs)
 
     def _set_load(self, now_s: float, load: float) -> None:
         """Integrates energy up to now at the old power, then sets the new load and power.

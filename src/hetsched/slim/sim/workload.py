@@ -45,15 +45,16 @@ def arrival_times_s(
         raise ValueError("give exactly one of count and duration_s")
     if pattern not in ("poisson", "bursty"):
         raise ValueError(f"unknown arrival pattern {pattern!r}; known: poisson, bursty")
-    limit = count if count is not None else int(rng.poisson(rate_per_s * duration_s))
+    end_s = float("inf") if duration_s is None else duration_s  # finite when count is None
+    limit = count if count is not None else int(rng.poisson(rate_per_s * end_s))
     if pattern == "poisson":
         if count is not None:
             return np.cumsum(rng.exponential(1.0 / rate_per_s, count))
         # Given their number, Poisson arrivals in [0, T) are uniform order statistics.
-        return np.sort(rng.uniform(0.0, duration_s, limit))
+        return np.sort(rng.uniform(0.0, end_s, limit))
     chunks: list[np.ndarray] = []
     drawn, now_s = 0, 0.0
-    while drawn < limit if count is not None else now_s < duration_s:
+    while drawn < limit if count is not None else now_s < end_s:
         on_s = rng.exponential(burst_s)
         size = rng.poisson(BURST_RATE_FACTOR * rate_per_s * on_s)
         burst = np.sort(now_s + rng.uniform(0.0, on_s, size))
@@ -61,7 +62,7 @@ def arrival_times_s(
         drawn += len(burst)
         now_s += on_s + rng.exponential(2.0 * burst_s)
     times = np.concatenate(chunks) if chunks else np.empty(0)
-    return times[:count] if count is not None else times[times < duration_s]
+    return times[:count] if count is not None else times[times < end_s]
 
 
 @dataclass(frozen=True)
