@@ -24,6 +24,8 @@ import typer
 from typer.testing import CliRunner
 
 import hetsched.cli
+from hetsched.core.errors import HetschedError
+from hetsched.jobs.traces.samples import is_sample, resolve_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -35,9 +37,9 @@ OUTPUT_OPTIONS = {"*": {"out"}, "tail train": {"repo"}, "tail retrain": {"repo"}
 # Cheap examples that are also run (each must appear verbatim on some page). Seconds each.
 RUN = [
     "hetsched slim run-server --sim --device rtx-2080-ti --rate 2000 --duration-s 1",
-    "hetsched jobs synth --profile helios --jobs 2048 --seed 0 --out runs/jobs/helios.csv",
-    "hetsched jobs simulate --trace runs/jobs/helios.csv --cluster helios"
-    " --policy fcfs,sjf,wfp3,f1,slurm,qssf --backfill --out runs/jobs/helios",
+    "hetsched jobs trace-info sample:alibaba2023",
+    "hetsched jobs simulate --trace sample:alibaba2023"
+    " --policy fcfs,sjf,wfp3,f1,slurm,qssf --backfill --out runs/jobs/alibaba-sample",
     "hetsched tail flops resnet50 retinanet cnn-s",
 ]
 
@@ -211,6 +213,12 @@ def check_example(example: Example, outputs: set[str]) -> None:
                 outputs.add(text)
                 continue
             given = text in rest or any(w.endswith("=" + text) for w in rest)
+            if given and is_sample(text):  # a trace shipped in the package, by name
+                try:
+                    resolve_trace(text)
+                except HetschedError as error:
+                    raise AssertionError(f"{name}={text!r}: {error}") from error
+                continue
             if not given or not _looks_like_path(text):
                 continue
             assert (ROOT / text).exists() or _is_under(text, outputs), (
@@ -256,6 +264,7 @@ def test_the_checker_rejects_broken_commands() -> None:
         "hetsched slim no-such-command",
         "hetsched jobs simulate --no-such-option 1",
         "hetsched jobs simulate --trace does/not/exist.csv --policy fcfs",
+        "hetsched jobs simulate --trace sample:no-such-sample --policy fcfs",
         "hetsched slim run-server --rate not-a-number",
         "make no-such-target",
     ]:

@@ -22,6 +22,9 @@ from typer.models import OptionInfo
 
 Result = TypeVar("Result")
 
+#: Help of every command's trace option (a file in any format, or a sample shipped in the package).
+TRACE_HELP = "Trace file (or PAI 2020 folder), or sample:NAME (e.g. sample:alibaba2023)."
+
 
 def option_group(
     parameter: str, **help_overrides: str

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cli.option_groups import option_group
+from hetsched.jobs.cli.option_groups import TRACE_HELP, option_group
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.rl.agent import load_checkpoint
@@ -28,7 +28,6 @@ from hetsched.jobs.rl.evaluation import evaluate_agents, write_report
 from hetsched.jobs.rl.scenario import Scenario, load_scenario
 from hetsched.jobs.rl.training import TrainConfig, plot_training_curve, train_agent
 
-TRACE_HELP = "Trace file (or PAI 2020 folder)."
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
 
 

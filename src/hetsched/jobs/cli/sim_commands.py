@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from hetsched.jobs.cli.option_groups import TRACE_HELP
 from hetsched.jobs.cluster.catalog import resolve_cluster, with_speed_factors
 from hetsched.jobs.rl.policy import policy_by_name
 from hetsched.jobs.sim.comparison import (
@@ -29,7 +30,7 @@ DEFAULT_POLICIES = "fcfs,sjf,wfp3,unicep,f1,slurm,qssf"
 
 
 def trace_info(
-    trace: Path = typer.Argument(..., help="Trace file (or PAI 2020 folder)."),
+    trace: Path = typer.Argument(..., help=TRACE_HELP),
     format: str = typer.Option("auto", "--format", help="swf, rltune, helios, philly, ..."),
     skip_bad_rows: bool = typer.Option(False, help="Skip malformed rows and count them."),
 ) -> None:
@@ -59,7 +60,7 @@ def synth(
 
 
 def simulate(
-    trace: Path | None = typer.Option(None, help="Trace file (or PAI 2020 folder)."),
+    trace: Path | None = typer.Option(None, help=TRACE_HELP),
     format: str = typer.Option("auto", "--format", help="Trace format (auto = from the name)."),
     synthetic: str | None = typer.Option(None, help="Use a synthetic profile instead."),
     jobs: int = typer.Option(2048, help="Jobs of the synthetic trace."),

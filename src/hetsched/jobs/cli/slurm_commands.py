@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cli.option_groups import option_group
+from hetsched.jobs.cli.option_groups import TRACE_HELP, option_group
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.rl.policy import policy_by_name
 from hetsched.jobs.slurm.adapter import AdapterConfig, ScanReport, SlurmAdapter
@@ -43,7 +43,7 @@ class WorkloadOptions:
     synthetic: Annotated[str | None, typer.Option(help="Synthetic profile (or --trace).")] = (
         "philly"
     )
-    trace: Annotated[Path | None, typer.Option(help="A real trace; a window of it is used.")] = None
+    trace: Annotated[Path | None, typer.Option(help=TRACE_HELP + " A window of it is used.")] = None
     trace_format: Annotated[str, typer.Option("--format", help="Trace format.")] = "auto"
     start: Annotated[int, typer.Option(help="First job of the trace window.")] = 0
     jobs: Annotated[int, typer.Option(help="Jobs in the workload.")] = 64

@@ -1,5 +1,5 @@
-"""Where a command's job table comes from: a trace file in any supported format, or a seeded
-synthetic profile.
+"""Where a command's job table comes from: a trace file in any supported format, a sample trace
+shipped with the package (``sample:NAME``), or a seeded synthetic profile.
 
 Every command that reads jobs (``simulate``, ``trace-info``, ``train``, ``evaluate``, the Slurm
 workload) goes through :func:`load_jobs`, so they accept the same inputs and fail with the same
@@ -15,6 +15,7 @@ from hetsched.core.errors import HetschedError
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.traces import detect_format, load_trace
 from hetsched.jobs.traces.job_table import JobTable
+from hetsched.jobs.traces.samples import resolve_trace
 from hetsched.jobs.traces.synthetic import PROFILES, generate
 
 #: The built-in cluster a trace format runs on when ``--cluster`` is not given and the trace
@@ -50,19 +51,20 @@ class LoadedJobs:
 
 
 def load_jobs(
-    trace: Path | None,
+    trace: str | Path | None,
     trace_format: str = "auto",
     synthetic: str | None = None,
     synthetic_jobs: int = 2048,
     seed: int = 0,
     skip_bad_rows: bool = False,
 ) -> LoadedJobs:
-    """Loads ``trace`` in ``trace_format`` (``auto`` guesses from the name), or draws
-    ``synthetic_jobs`` jobs of the ``synthetic`` profile with ``seed``.
+    """Loads ``trace`` (a file, or ``sample:NAME``) in ``trace_format`` (``auto`` guesses from the
+    name), or draws ``synthetic_jobs`` jobs of the ``synthetic`` profile with ``seed``.
 
     Raises:
-        HetschedError: When both or neither of ``trace`` and ``synthetic`` are given, or the
-            trace cannot be read (the message names the file, line and field).
+        HetschedError: When both or neither of ``trace`` and ``synthetic`` are given, the sample
+            name is unknown (the message lists the samples), or the trace cannot be read (the
+            message names the file, line and field).
     """
     if (trace is None) == (synthetic is None):
         raise HetschedError("give exactly one of --trace or --synthetic")
@@ -73,8 +75,10 @@ def load_jobs(
         label = f"synthetic {synthetic}"
         return LoadedJobs(table, None, "synthetic", settings, label, profile.cluster)
     assert trace is not None  # exactly one of the two is set (checked above)
-    name = detect_format(trace) if trace_format == "auto" else trace_format
-    loaded = load_trace(trace, name, skip_bad_rows=skip_bad_rows)
+    path = resolve_trace(trace)
+    name = detect_format(path) if trace_format == "auto" else trace_format
+    loaded = load_trace(path, name, skip_bad_rows=skip_bad_rows)
     report = loaded.report.as_dict()
     default = DEFAULT_CLUSTER_BY_FORMAT.get(name)
-    return LoadedJobs(loaded.jobs, loaded.cluster, name, report, trace.name, default)
+    label = str(trace) if str(trace) != str(path) else path.name
+    return LoadedJobs(loaded.jobs, loaded.cluster, name, report, label, default)
