@@ -51,7 +51,7 @@ def option_group(
     def decorate(command: Callable[..., Result]) -> Callable[..., Result]:
         signature = inspect.signature(command, eval_str=True)
         group = signature.parameters[parameter].annotation
-        if not dataclasses.is_dataclass(group):
+        if not (isinstance(group, type) and dataclasses.is_dataclass(group)):
             raise TypeError(f"{command.__name__}({parameter}) is not typed with a dataclass")
         names = [field.name for field in dataclasses.fields(group)]
         unknown = help_overrides.keys() - set(names)

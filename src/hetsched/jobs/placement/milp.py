@@ -176,7 +176,7 @@ def build_problem(
         pick = np.zeros(n_vars)
         pick[start : start + n_a] = 1.0
         add(pick, 0.0, 1.0)  # each look-ahead job on at most one node
-        for a in np.flatnonzero(~fits_empty):  # ineligible or too small: z_ka = 0
+        for a in np.flatnonzero(~fits_empty).tolist():  # ineligible or too small: z_ka = 0
             never = np.zeros(n_vars)
             never[start + a] = 1.0
             add(never, 0.0, 0.0)

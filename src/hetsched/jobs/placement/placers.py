@@ -14,8 +14,9 @@ Rules shared by all placers:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -187,6 +188,23 @@ class Placer(Protocol):
 
     def place(self, request: JobRequest, state: ClusterState) -> Allocation | None:
         """Returns an allocation that fits ``state`` or None."""
+        ...
+
+
+@runtime_checkable
+class LookaheadPlacer(Protocol):
+    """A placer that keeps room for the next jobs in priority order (the MILP placer): the
+    simulator tells it those jobs through :meth:`set_lookahead` before each placement."""
+
+    name: str
+    lookahead_jobs: int
+
+    def place(self, request: JobRequest, state: ClusterState) -> Allocation | None:
+        """Returns an allocation that fits ``state`` or None."""
+        ...
+
+    def set_lookahead(self, upcoming: Sequence[JobRequest]) -> None:
+        """The next jobs in priority order, for the next :meth:`place` call only."""
         ...
 
 

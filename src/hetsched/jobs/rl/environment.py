@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -208,8 +208,6 @@ class PrioritisationEnv(gym.Env):
         placer: Placer of both pipelines (``pack``, ``spread``, ``milp``).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
-
     def __init__(
         self,
         jobs: JobTable,
@@ -221,6 +219,7 @@ class PrioritisationEnv(gym.Env):
         placer: str = "pack",
     ) -> None:
         super().__init__()
+        self.metadata = {"render_modes": []}
         self.metric = check_metric(metric)
         make_policy(base_policy)  # an unknown name fails here, listing the known ones
         if episode_jobs < 2 or episode_jobs > len(jobs):
@@ -291,9 +290,9 @@ class PrioritisationEnv(gym.Env):
         """Starts an episode at ``options["start"]`` or a random start with a decision in it."""
         super().reset(seed=seed)
         self.close()
-        fixed = options is not None and "start" in options
-        for _attempt in range(1 if fixed else MAX_REDRAWS):
-            start = int(options["start"]) if fixed else self.sample_start()
+        fixed_start = None if options is None else options.get("start")
+        for _attempt in range(1 if fixed_start is not None else MAX_REDRAWS):
+            start = int(fixed_start) if fixed_start is not None else self.sample_start()
             self._episode = _Episode(partial(self.simulator, start), self.max_queue)
             kind, payload = self._episode.next()
             if kind == "decide":
@@ -316,7 +315,7 @@ class PrioritisationEnv(gym.Env):
         mask = np.zeros(self.max_queue, dtype=bool)
         mask[0] = True  # keeps the terminal mask usable by a sampler; never acted upon
         info = {"action_mask": mask, "episode": self.last_outcome}
-        obs = np.zeros(self.observation_space.shape, np.float32)
+        obs = np.zeros(self.max_queue * (OBS_FEATURES + CRITIC_FEATURES), np.float32)
         return obs, self.last_outcome.reward, True, False, info
 
     def close(self) -> None:

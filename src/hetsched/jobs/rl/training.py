@@ -101,13 +101,13 @@ class TrainConfig(StrictModel, use_attribute_docstrings=True):
 class Trajectory:
     """One episode's decisions and its outcome."""
 
+    outcome: EpisodeOutcome
     obs: list[np.ndarray] = field(default_factory=list)
     masks: list[np.ndarray] = field(default_factory=list)
     actions: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
-    outcome: EpisodeOutcome | None = None
 
 
 @dataclass
@@ -121,7 +121,11 @@ class TrainingRun:
 
 def rollout(env: PrioritisationEnv, agent: JobScoringAgent) -> Trajectory:
     """Plays one episode with actions sampled from the agent's masked softmax."""
-    trajectory = Trajectory()
+    obs_seen: list[np.ndarray] = []
+    masks: list[np.ndarray] = []
+    actions: list[int] = []
+    log_probs: list[float] = []
+    values: list[float] = []
 
     def choose(features: QueueFeatures) -> int:
         obs, mask = features.flat(), features.can_start
@@ -129,17 +133,17 @@ def rollout(env: PrioritisationEnv, agent: JobScoringAgent) -> Trajectory:
             out = agent.get_action_and_value(
                 torch.from_numpy(obs).unsqueeze(0), torch.from_numpy(mask).unsqueeze(0)
             )
-        trajectory.obs.append(obs)
-        trajectory.masks.append(mask)
-        trajectory.actions.append(int(out.action.item()))
-        trajectory.log_probs.append(out.log_prob.item())
-        trajectory.values.append(out.value.item())
-        return trajectory.actions[-1]
+        obs_seen.append(obs)
+        masks.append(mask)
+        actions.append(int(out.action.item()))
+        log_probs.append(out.log_prob.item())
+        values.append(out.value.item())
+        return actions[-1]
 
-    trajectory.outcome = env.play(choose)
-    trajectory.rewards = [0.0] * len(trajectory.actions)
-    trajectory.rewards[-1] = trajectory.outcome.reward  # the episode's one reward (section 3.2)
-    return trajectory
+    outcome = env.play(choose)
+    rewards = [0.0] * len(actions)
+    rewards[-1] = outcome.reward  # the episode's one reward (section 3.2)
+    return Trajectory(outcome, obs_seen, masks, actions, log_probs, values, rewards)
 
 
 def to_batch(trajectories: list[Trajectory], config: TrainConfig) -> RolloutBatch:

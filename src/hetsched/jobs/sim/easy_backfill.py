@@ -39,6 +39,8 @@ def head_reservation(
     # The head cannot fit before enough GPUs are released on its eligible nodes, so skip
     # straight to the first running job whose end frees enough of them.
     free_eligible = int(projected.free_gpus[request.eligible].sum())
+    freed: np.ndarray  # eligible GPUs freed once the first k running jobs have ended
+    useful: np.ndarray  # whether a running job holds any node the head may use
     if running:
         nodes = np.concatenate([a.node_indices for a in running])
         owner = np.repeat(np.arange(len(running)), [a.num_nodes for a in running])

@@ -24,7 +24,7 @@ from hetsched.core.errors import HetschedError
 from hetsched.core.events import EventLoop
 from hetsched.jobs.cluster.model import Allocation, Cluster
 from hetsched.jobs.cluster.state import ClusterState
-from hetsched.jobs.placement.placers import JobRequest, Placer
+from hetsched.jobs.placement.placers import JobRequest, LookaheadPlacer, Placer
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.history import UsageHistory
 from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
@@ -72,7 +72,7 @@ class Simulator:
             policy, "starts_per_pass", None
         )
         # A placer with look-ahead (the MILP placer) is told the next jobs in priority order.
-        self._lookahead_jobs = int(getattr(self.placer, "lookahead_jobs", 0))
+        self._lookahead = self.placer if isinstance(self.placer, LookaheadPlacer) else None
         self.user_codes, _ = jobs.user_codes()
         self._requests = self._build_requests()
         # Jobs of one shape (eligible nodes, GPUs, CPUs, memory) fit or fail together; within a
@@ -204,8 +204,7 @@ class Simulator:
             now = self._loop.now_s()
             if not math.isnan(self._end[index]):
                 raise RuntimeError(f"job {self.jobs.id[index]} finished twice")
-            alloc = self._alloc[index]
-            self._state.release(alloc)
+            self._state.release(self._allocation(index))
             self._running.discard(index)
             self._end[index] = now
             self._history.record_completion(
@@ -291,9 +290,9 @@ class Simulator:
             alloc = None
             shape = self._shape[index]
             if need <= free_gpus and shape not in failed:
-                if self._lookahead_jobs:
-                    upcoming = order[position + 1 : position + 1 + self._lookahead_jobs]
-                    self.placer.set_lookahead([self._requests[j] for j in upcoming.tolist()])
+                if self._lookahead is not None and self._lookahead.lookahead_jobs:
+                    upcoming = order[position + 1 : position + 1 + self._lookahead.lookahead_jobs]
+                    self._lookahead.set_lookahead([self._requests[j] for j in upcoming.tolist()])
                 alloc = self.placer.place(self._requests[index], state)
                 if alloc is None:
                     failed.add(shape)

@@ -174,8 +174,11 @@ class SlurmAdapter:
                 report.changes.append(
                     self._apply(job.job_id, "priority", job.priority, priority, self._set(priority))
                 )
-        if self.config.placer is not None:
-            report.changes += self._advise(snapshot.pending, priorities, snapshot.queue_state)
+        placer = self.config.placer
+        if placer is not None:
+            report.changes += self._advise(
+                snapshot.pending, priorities, snapshot.queue_state, placer
+            )
         return report
 
     def _set(self, priority: int) -> Callable[[int], None]:
@@ -200,7 +203,11 @@ class SlurmAdapter:
         return finished
 
     def _advise(
-        self, pending: list[SlurmJob], priorities: np.ndarray, queue_state: QueueState
+        self,
+        pending: list[SlurmJob],
+        priorities: np.ndarray,
+        queue_state: QueueState,
+        placer: Placer,
     ) -> list[Change]:
         """Oversubscribe advice for the top-K jobs (section 3.1.2, the solver's guidance)."""
         state = queue_state.cluster_state
@@ -210,7 +217,7 @@ class SlurmAdapter:
         for index in order.tolist():
             job = pending[index]
             request = JobRequest(job.num_gpus, float(job.cpus), 0.0, every_node)
-            advice = placement_advice(request, state, self.config.placer)
+            advice = placement_advice(request, state, placer)
             exclusive = job.shared == "none"
             if advice is Advice.EXCLUSIVE and not exclusive:
                 self._made_exclusive.add(job.job_id)
