@@ -16,7 +16,7 @@ occupy the job's GPUs), which is why RLTune's fragmentation term is inert. Here:
 - the objective, minimised: ``w_frag · fragmentation(c) + w_imb · imbalance(c) −
   w_room · Σ_k Σ_a z_ka / (k + 1)``, where fragmentation is eq. 3 over the job's eligible nodes
   after placing ``c`` and imbalance is the mean absolute deviation of their GPU utilisation. Each
-  term changes the choice in some case (``tests/jobs/test_milp.py`` builds one per term).
+  term changes the choice in some case (``tests/jobs/placement/test_milp.py`` builds one per term).
 
 The solver runs only when more than one distinct candidate exists and some look-ahead job competes
 for the nodes they touch (otherwise the optimum is the argmin of the candidates' constant costs,
