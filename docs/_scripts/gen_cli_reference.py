@@ -1,8 +1,8 @@
 """Writes ``reference/cli.md`` from the live Typer app: every command's help, usage and options.
 
 Run by the mkdocs-gen-files plugin at build time, so the page always matches the code. It walks
-the command tree the way click dispatches it (``commands`` of each group) and never invokes a
-command; the heavy imports of each command happen inside its function, so this stays fast.
+the command tree the way click dispatches it (``list_commands``/``get_command`` of each group,
+which also loads the root's lazily imported subsystems) and never invokes a command.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ def _context_class(command: Any) -> Any:
 def _walk(command: Any, path: list[str], parent_ctx: Any, out: list[tuple[list[str], Any, Any]]):
     ctx = _context_class(command)(command, info_name=path[-1], parent=parent_ctx)
     out.append((path, command, ctx))
-    for name in sorted(getattr(command, "commands", {}) or {}):
-        sub = command.commands[name]
+    if not hasattr(command, "list_commands"):
+        return
+    for name in sorted(command.list_commands(ctx)):
+        sub = command.get_command(ctx, name)
         if not getattr(sub, "hidden", False):
             _walk(sub, [*path, name], ctx, out)
 
@@ -57,7 +59,7 @@ def _command_markdown(path: list[str], command: Any, ctx: Any) -> str:
         rows.append(f"| `{_escape(names)}` | {kind} | {_escape(text)} |")
     if rows:
         lines += ["| name | kind | help |", "| --- | --- | --- |", *rows, ""]
-    subcommands = sorted(getattr(command, "commands", {}) or {})
+    subcommands = sorted(command.list_commands(ctx)) if hasattr(command, "list_commands") else []
     if subcommands:
         lines += ["Sub-commands: " + ", ".join(f"`{name}`" for name in subcommands) + ".", ""]
     return "\n".join(lines)

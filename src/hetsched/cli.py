@@ -1,48 +1,101 @@
-"""The ``hetsched`` command line: sub-command groups ``slim``, ``jobs`` and ``tail``.
+"""The ``hetsched`` command line: sub-command groups ``slim``, ``jobs``, ``tail`` and ``demo``.
 
-Each subsystem owns its Typer app in ``hetsched/<subsystem>/cli.py``; heavy imports (torch, ray,
-scipy) happen inside the commands, so ``hetsched --help`` stays fast. User errors
-(:class:`~hetsched.core.errors.HetschedError`) print one clear line and exit with code 2.
+Each subsystem owns its Typer app (``hetsched/<subsystem>/cli.py``). Those apps import torch,
+scipy and friends at module level (about 2 s), so the root group imports a subsystem's CLI only
+when one of its commands runs: ``hetsched --help`` lists the subsystems from the table below
+without loading any of them. User errors (:class:`~hetsched.core.errors.HetschedError`) print one
+clear line and exit with code 2.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
+from hetsched import __version__
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.cli import app as jobs_app
-from hetsched.slim.cli import app as slim_app
-from hetsched.tail.cli import app as tail_app
+
+
+@dataclass(frozen=True)
+class Subsystem:
+    """Where a sub-command's Typer ``app`` lives, and the one line ``--help`` shows for it."""
+
+    module: str
+    help: str
+
+
+SUBSYSTEMS: dict[str, Subsystem] = {
+    "slim": Subsystem("hetsched.slim.cli", "Slim Scheduler: slimmable SlimResNet serving."),
+    "jobs": Subsystem("hetsched.jobs.cli", "RLTune: DL job scheduling on GPU clusters."),
+    "tail": Subsystem("hetsched.tail.cli", "Tail-latency aware pod placement."),
+    "demo": Subsystem(
+        "hetsched.demo_cli",
+        "Runs the main job end to end on the embedded default data (what `make demo` runs).",
+    ),
+}
+
+
+COMPLETION_PARAMS = frozenset({"install_completion", "show_completion"})
+
+
+class LazySubsystemGroup(TyperGroup):
+    """The root group: resolves a subsystem's commands on first use, not at start-up."""
+
+    listing_help = False
+    """True while the root help is drawn: sub-commands then answer with their help line only."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *SUBSYSTEMS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        subsystem = SUBSYSTEMS.get(cmd_name)
+        if subsystem is None:
+            return super().get_command(ctx, cmd_name)
+        if self.listing_help:
+            return TyperGroup(name=cmd_name, help=subsystem.help)
+        command = typer.main.get_command(importlib.import_module(subsystem.module).app)
+        command.name = cmd_name
+        # Completion is installed from the root; Typer would add its options to every sub-app.
+        command.params = [p for p in command.params if p.name not in COMPLETION_PARAMS]
+        command.help = command.help or subsystem.help
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.listing_help = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing_help = False
+
 
 typer_app = typer.Typer(
     name="hetsched",
-    help="Learned, runtime-aware schedulers for deep-learning work on heterogeneous accelerators.",
+    cls=LazySubsystemGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-typer_app.add_typer(slim_app, name="slim", help="Slim Scheduler: slimmable SlimResNet serving.")
-typer_app.add_typer(jobs_app, name="jobs", help="RLTune: DL job scheduling on GPU clusters.")
-typer_app.add_typer(tail_app, name="tail", help="Tail-latency aware pod placement.")
 
 
-@typer_app.command()
-def demo(
-    out: Path = typer.Option(Path("runs/demo"), help="Folder for every artefact of the demo."),
-    data: str = typer.Option("digits:16", help="Training data (see `hetsched slim train`)."),
-    epochs: int = typer.Option(6, min=1, help="Training epochs of the SlimResNet."),
-    limit: int | None = typer.Option(None, min=1, help="Use only the first N images per split."),
-    router_decisions: int = typer.Option(8_000, min=1, help="Training decisions per PPO router."),
-    router_images: int = typer.Option(500, min=1, help="Images per routing workload."),
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"hetsched {__version__}")
+        raise typer.Exit()
+
+
+@typer_app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
-    """Runs the main job end to end on the embedded default data (what `make demo` runs)."""
-    from hetsched.demo import DemoBudget, run_demo
-
-    run_demo(out, DemoBudget(data, epochs, limit, router_decisions, router_images))
+    """Learned, runtime-aware schedulers for deep-learning work on heterogeneous accelerators."""
 
 
 def app() -> None:

@@ -158,10 +158,11 @@ def _resolve(args: list[str]) -> tuple[Any, list[str], list[str]]:
     """(leaf command, command path, remaining args) of ``hetsched ARGS``."""
     command, path = _root_command(), []
     rest = list(args)
-    while rest and hasattr(command, "commands") and not rest[0].startswith("-"):
+    while rest and hasattr(command, "list_commands") and not rest[0].startswith("-"):
         name = rest[0]
-        assert name in command.commands, f"no command {' '.join([*path, name])!r}"
-        command, path, rest = command.commands[name], [*path, name], rest[1:]
+        # Groups here ignore the context (the root loads its subsystems by name).
+        assert name in command.list_commands(None), f"no command {' '.join([*path, name])!r}"
+        command, path, rest = command.get_command(None, name), [*path, name], rest[1:]
     return command, path, rest
 
 
