@@ -1,4 +1,5 @@
 # Two commands do all set-up: `make demo` and `make test`. Each creates .venv if missing.
+# `make test`: lint, format check, types (mypy), the strict docs build, then the test suite.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,6 +22,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
+		--site-dir $${TMPDIR:-/tmp}/hetsched-site-$$(id -u)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
