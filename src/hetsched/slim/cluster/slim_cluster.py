@@ -23,6 +23,7 @@ segment's output), and the final output's argmax decides correctness.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hetsched.slim.cluster.accuracy_oracle import AccuracyOracle, OutputAccuracyOracle
+from hetsched.slim.cluster.completion_model import NO_PREDICTION, CompletionModel
 from hetsched.slim.executor.server import SegmentServer
 from hetsched.slim.routers.base import Router, RouterState, RoutingDecision, ServerView
 from hetsched.slim.routers.reward import BlockOutcome, utilization_variance
@@ -56,6 +58,8 @@ class ImageRequest:
     arrival_s: float
     fifo_enter_s: float
     """When it (re-)entered the global FIFO for its current segment."""
+    deadline_s: float = math.inf
+    """When the image must be complete to meet its SLO (arrival + the cluster's ``slo_s``)."""
     segment: int = 0
     widths: list[float] = field(default_factory=list)
     """Widths actually executed so far (w_prev is the last one)."""
@@ -66,6 +70,8 @@ class ImageRequest:
     payload: Any = None
     """Its current activation when servers compute for real (the image, then each segment's
     output); None in simulation."""
+    booked_s: float = 0.0
+    """Backlog its current segment booked on its server (released when the segment is done)."""
 
 
 @dataclass
@@ -87,6 +93,15 @@ class CompletedImage:
     energy_j: float
     widths: tuple[float, ...]
     correct: bool
+    finished_s: float = 0.0
+    """When its last segment finished (cluster clock)."""
+    deadline_s: float = math.inf
+    """When it had to be finished to meet its SLO."""
+
+    @property
+    def met_slo(self) -> bool:
+        """Finished by its deadline."""
+        return self.finished_s <= self.deadline_s
 
 
 @dataclass
@@ -99,6 +114,8 @@ class ClusterConfig:
     decision_time_s: float = 0.001
     """The router's own time per decision: it places one block per interval, so bursts queue in
     the global FIFO and the group size g matters."""
+    slo_s: float = math.inf
+    """Each image's deadline is its arrival plus this (its latency SLO)."""
 
 
 TransferTime = Callable[[int, float | None, int | None, int], float]
@@ -115,6 +132,8 @@ class SlimCluster:
         accuracy: Accuracy prior and per-image correctness; an :class:`OutputAccuracyOracle`
             judges images that carry payloads by their last segment's output.
         config: Mechanism knobs.
+        completion: Cost model for the router's predicted completion times and backlogs (None:
+            the state carries no predictions).
     """
 
     def __init__(
@@ -124,8 +143,12 @@ class SlimCluster:
         transfer_time: TransferTime,
         accuracy: AccuracyOracle,
         config: ClusterConfig | None = None,
+        completion: CompletionModel | None = None,
     ) -> None:
         self.servers = list(servers)
+        self.completion = completion
+        self.available = [True] * len(self.servers)
+        """Per server: whether the router may choose it (a failed server is marked False)."""
         self.clock = clock
         self.transfer_time = transfer_time
         self.accuracy = accuracy
@@ -169,16 +192,28 @@ class SlimCluster:
         now = self.clock.now_s()
         image_id = self.arrived
         payload = None if self._image_payload is None else self._image_payload(image_id)
-        self.fifo.append(ImageRequest(image_id, now, now, payload=payload))
+        self.fifo.append(ImageRequest(image_id, now, now, now + self.config.slo_s, payload=payload))
         self.arrived += 1
 
     # -- the decision point ---------------------------------------------------------------------
 
     def state(self) -> RouterState:
-        """The read-only snapshot the router decides on (Slim eq. 1 and the action sets)."""
+        """The read-only snapshot the router decides on (Slim eq. 1, the head request's deadline
+        and place, per-server backlogs and predicted completion times, the action sets)."""
+        now_s = self.clock.now_s()
+        head = self.fifo[0] if self.fifo else None
+        segment = head.segment if head is not None else 0
+        prev_width = head.widths[-1] if head is not None and head.widths else None
+        location = head.location if head is not None else None
+        completion = self.completion
+        widths = self.config.widths
         views = []
         for index, server in enumerate(self.servers):
             telemetry = server.telemetry()
+            prediction = NO_PREDICTION
+            if completion is not None:
+                prediction = completion.predict(index, segment, prev_width, location, widths)
+            transfer_s, backlog_s, segment_done, image_done = prediction
             views.append(
                 ServerView(
                     server.name,
@@ -186,17 +221,27 @@ class SlimCluster:
                     telemetry.power_w,
                     telemetry.max_power_w,
                     telemetry.utilization_pct,
+                    self.available[index],
+                    backlog_s,
+                    transfer_s,
+                    segment_done,
+                    image_done,
                 )
             )
+        deadline_s = head.deadline_s if head is not None else math.inf
         return RouterState(
-            now_s=self.clock.now_s(),
+            now_s=now_s,
             fifo_length=len(self.fifo),
             completed=len(self.completed),
             arrived=self.arrived,
-            head_segment=self.fifo[0].segment if self.fifo else 0,
+            head_segment=segment,
             servers=tuple(views),
-            widths=self.config.widths,
+            widths=widths,
             group_sizes=self.config.group_sizes,
+            head_deadline_s=deadline_s,
+            head_slack_s=deadline_s - now_s,
+            head_location=location,
+            head_prev_width=prev_width,
         )
 
     def next_state(self) -> RouterState | None:
@@ -243,6 +288,8 @@ class SlimCluster:
     def _dispatch(self, block: _Block, request: ImageRequest, server: int, width: float) -> None:
         prev_width = request.widths[-1] if request.widths else None
         delay_s = 0.0
+        if self.completion is not None:
+            request.booked_s = self.completion.book(server, request.segment, width, prev_width)
         if request.location != server:
             delay_s = self.transfer_time(request.segment, prev_width, request.location, server)
 
@@ -274,6 +321,8 @@ class SlimCluster:
         self, block: _Block, request: ImageRequest, server: int, executed_width: float
     ) -> None:
         now = self.clock.now_s()
+        if self.completion is not None:
+            self.completion.release(server, request.booked_s)
         request.widths.append(executed_width)
         request.location = server
         latency_s = now - request.fifo_enter_s
@@ -299,6 +348,8 @@ class SlimCluster:
                     request.energy_j,
                     tuple(request.widths),
                     correct,
+                    now,
+                    request.deadline_s,
                 )
             )
         else:

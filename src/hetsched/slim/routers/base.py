@@ -8,6 +8,7 @@ router — has exactly this signature, so the cluster never asks which router it
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -29,6 +30,19 @@ class ServerView:
     """U^(i): current compute utilisation, 0-100."""
     available: bool = True
     """False masks the server out of the routing choice (e.g. a device that is down)."""
+    backlog_s: float = 0.0
+    """Predicted seconds of device work already sent to the server and not finished (queued,
+    running or in transit), from the device cost model: the queue delay a new request meets."""
+    transfer_s: float = 0.0
+    """Predicted seconds to move the head request's activation here (0 where it already lies)."""
+    segment_done_s: tuple[float, ...] = ()
+    """Per width of :attr:`RouterState.widths`: predicted seconds from now until the head
+    request's next segment would finish here (transfer + backlog + its own service time).
+    Empty when the cluster has no cost model (then nothing is predicted)."""
+    image_done_s: tuple[float, ...] = ()
+    """Per width of :attr:`RouterState.widths`: predicted seconds from now until the head
+    request's image would be complete if all its remaining segments ran here at that width
+    (compare with :attr:`RouterState.head_slack_s`). Empty without a cost model."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,17 @@ class RouterState:
     servers: tuple[ServerView, ...]
     widths: tuple[float, ...]
     group_sizes: tuple[int, ...]
+    head_deadline_s: float = math.inf
+    """Absolute time (on the clock of ``now_s``) by which the head request's image must be
+    complete to meet its SLO; infinite when the workload has no SLO."""
+    head_slack_s: float = math.inf
+    """``head_deadline_s - now_s``: time left for the head image's remaining segments (negative
+    once it is late)."""
+    head_location: int | None = None
+    """Index of the server holding the head request's activation; None while it is still at the
+    router's host (before its first segment). Routing it elsewhere costs a transfer."""
+    head_prev_width: float | None = None
+    """Width the head request's previous segment ran at (None before its first segment)."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,19 @@ class Link:
         """Bytes of the activation a request needs before ``segment`` (the image for segment 0)."""
         return self._input_bytes[(segment, 1.0 if prev_width is None else float(prev_width))]
 
+    def estimate_s(
+        self, segment: int, prev_width: float | None, source: int | None, target: int
+    ) -> float:
+        """What :meth:`transfer_time` would return now, without booking a shared channel (the
+        router's prediction)."""
+        if source == target:
+            return 0.0
+        wire_s = self.input_bytes(segment, prev_width) / self.config.bandwidth_bytes_per_s
+        if not self.config.shared_medium:
+            return wire_s + self.config.latency_s
+        wait_s = self._free_s - self.clock.now_s()
+        return (wait_s if wait_s > 0.0 else 0.0) + wire_s + self.config.latency_s
+
     def transfer_time(
         self, segment: int, prev_width: float | None, source: int | None, target: int
     ) -> float:

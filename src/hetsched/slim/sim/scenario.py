@@ -14,7 +14,7 @@ same scenario runs there; this module does not know the live side.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from itertools import product
 from typing import Any, Literal, Protocol
 
@@ -22,19 +22,20 @@ import numpy as np
 from pydantic import Field
 
 from hetsched.core.config import StrictModel
-from hetsched.core.devices import load_device
+from hetsched.core.devices import DeviceSpec, load_device
 from hetsched.core.errors import ConfigError, HetschedError
 from hetsched.core.events import EventLoop
 from hetsched.core.seeding import make_rng
 from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
-from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster, TransferTime
+from hetsched.slim.cluster.completion_model import CompletionModel
+from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.model.accuracy import AccuracyTable, load_accuracy_table
 from hetsched.slim.model.costs import SegmentCostTable, compute_cost_table
 from hetsched.slim.routers.ppo import StateEncoder
 from hetsched.slim.sim.network import Link, link_config
-from hetsched.slim.sim.simulated_backend import SimulatedBackend
+from hetsched.slim.sim.simulated_backend import SimulatedBackend, batch_alone_s
 from hetsched.slim.sim.workload import arrival_times_s as draw_arrivals
 
 CIFAR100_CLASSES = 100
@@ -66,6 +67,9 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Micro-batch group sizes g the router may choose."""
     decision_time_s: float = Field(0.001, ge=0)
     """Router time per decision (one block placed per interval)."""
+    slo_ms: float = Field(float("inf"), gt=0)
+    """Latency SLO of every image in milliseconds: its deadline is its arrival plus this
+    (infinite: no deadline, as in the paper)."""
 
 
 class ClusterServers(Protocol):
@@ -139,6 +143,7 @@ def build_cluster(
         widths=scenario.widths,
         group_sizes=scenario.group_sizes,
         decision_time_s=scenario.decision_time_s,
+        slo_s=scenario.slo_ms / 1e3,
     )
     table = accuracy_table(scenario)
     rng = make_rng(seed)
@@ -146,8 +151,10 @@ def build_cluster(
     oracle = TableAccuracy(table, difficulty)
     image_payload: Callable[[int], Any] | None = None
     if live is None:
-        loop, servers, transfer_time = _simulated_servers(scenario)
-        cluster = SlimCluster(servers, loop, transfer_time, oracle, config)
+        specs = device_specs(scenario)
+        loop, servers, link = _simulated_servers(scenario, specs)
+        completion = completion_model(scenario, specs, link)
+        cluster = SlimCluster(servers, loop, link.transfer_time, oracle, config, completion)
     else:
         cluster = live.open_cluster(scenario, config, oracle)
         image_payload = live.image
@@ -157,16 +164,39 @@ def build_cluster(
     return cluster
 
 
-def _simulated_servers(
-    scenario: ScenarioConfig,
-) -> tuple[EventLoop, list[GreedyExecutor], TransferTime]:
-    """Greedy executors on simulated devices, one event loop, and the scenario's link."""
+def completion_model(
+    scenario: ScenarioConfig, specs: list[DeviceSpec], link: Link
+) -> CompletionModel:
+    """The router's predictions for the scenario: each server's device model alone, its link."""
+    costs = cifar100_costs()
+    return CompletionModel(
+        [partial(batch_alone_s, spec, costs) for spec in specs],
+        link.estimate_s,
+        scenario.executor.widths,
+        costs.num_segments,
+        scenario.executor.max_batch,
+    )
+
+
+def device_specs(scenario: ScenarioConfig) -> list[DeviceSpec]:
+    """The device of each server.
+
+    Raises:
+        ConfigError: Naming ``servers[i]`` for an unknown device or a bad profile.
+    """
     specs = []
     for index, device in enumerate(scenario.servers):
         try:
             specs.append(load_device(device))
         except HetschedError as error:
             raise ConfigError(f"servers[{index}]: {error}") from None
+    return specs
+
+
+def _simulated_servers(
+    scenario: ScenarioConfig, specs: list[DeviceSpec]
+) -> tuple[EventLoop, list[GreedyExecutor], Link]:
+    """Greedy executors on simulated devices, one event loop, and the scenario's link."""
     loop = EventLoop()
     costs = cifar100_costs()
     servers = []
@@ -174,4 +204,4 @@ def _simulated_servers(
         name = f"{index}:{spec.name}"
         backend = SimulatedBackend(spec, costs, loop, name=name)
         servers.append(GreedyExecutor(backend, loop, scenario.executor, name=name))
-    return loop, servers, Link(loop, link_config(scenario.link), costs).transfer_time
+    return loop, servers, Link(loop, link_config(scenario.link), costs)

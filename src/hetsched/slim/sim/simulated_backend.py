@@ -52,6 +52,38 @@ _BatchKey = tuple[int, float, float, int]
 """(segment, instance width, previous width, batch size)."""
 
 
+def batch_cost(
+    spec: DeviceSpec,
+    costs: SegmentCostTable,
+    segment: int,
+    width: float,
+    prev_width: float,
+    size: int,
+) -> tuple[float, float, float, int]:
+    """(compute s alone, launch + memory s, utilisation share, activation bytes) of a batch of
+    ``size`` requests of (segment, width, previous width) on ``spec`` (the module docstring's
+    ``W / C``, ``launch + M / B``, ``u_b`` and the activations it holds)."""
+    cost = costs.get(segment, width, prev_width)
+    activation_bytes = size * (cost.input_bytes_per_image + cost.activation_bytes_per_image)
+    compute_s = size * cost.flops_per_image / spec.achieved_flops_per_s
+    memory_s = (cost.param_bytes + activation_bytes) / spec.memory_bandwidth_bytes_per_s
+    fixed_s = spec.launch_overhead_s + memory_s
+    return compute_s, fixed_s, compute_s / (compute_s + fixed_s), activation_bytes
+
+
+def batch_alone_s(
+    spec: DeviceSpec,
+    costs: SegmentCostTable,
+    segment: int,
+    width: float,
+    prev_width: float,
+    size: int,
+) -> float:
+    """Seconds a batch takes alone on an idle device: ``t_alone = launch + W / C + M / B``."""
+    compute_s, fixed_s, _, _ = batch_cost(spec, costs, segment, width, prev_width, size)
+    return compute_s + fixed_s
+
+
 class SimInstance:
     """A loaded (segment, width) instance on a simulated device (the executor's opaque handle).
 
@@ -220,13 +252,7 @@ class SimulatedBackend:
 
     def _batch_cost(self, cache_key: _BatchKey) -> tuple[float, float, float, int]:
         """(compute s alone, launch + memory s, utilisation share, activation bytes) of a batch."""
-        segment, width, prev_width, size = cache_key
-        cost = self.costs.get(segment, width, prev_width)
-        activation_bytes = size * (cost.input_bytes_per_image + cost.activation_bytes_per_image)
-        compute_s = size * cost.flops_per_image / self._flops_per_s
-        memory_s = (cost.param_bytes + activation_bytes) / self.spec.memory_bandwidth_bytes_per_s
-        fixed_s = self.spec.launch_overhead_s + memory_s
-        return compute_s, fixed_s, compute_s / (compute_s + fixed_s), activation_bytes
+        return batch_cost(self.spec, self.costs, *cache_key)
 
     def _end_batch(self, handle: SimInstance) -> None:
         """A batch's end event: release its share and activations, then tell the executor."""
