@@ -26,7 +26,17 @@ def invoke(*args: str):
 
 @pytest.mark.parametrize(
     "command",
-    ["flops", "measure", "dataset", "train", "retrain", "extender", "schedule", "benchmark"],
+    [
+        "flops",
+        "catalog",
+        "measure",
+        "dataset",
+        "train",
+        "retrain",
+        "extender",
+        "schedule",
+        "benchmark",
+    ],
 )
 def test_help(command):
     result = invoke(command, "--help")
@@ -37,7 +47,18 @@ def test_flops_and_bad_model():
     result = invoke("flops", "cnn-s")
     assert result.exit_code == 0 and "cnn-s" in result.output
     bad = invoke("flops", "nosuchnet")
-    assert bad.exit_code != 0 and "unknown model" in str(bad.exception)
+    assert bad.exit_code != 0 and "neither a zoo name" in str(bad.exception)
+    url = invoke("flops", "http://127.0.0.1:9/m.onnx")  # a URL is a (missing) local path at most
+    assert url.exit_code != 0 and "no such ONNX file" in str(url.exception)
+
+
+def test_catalog_writes_a_loadable_catalogue(tmp_path):
+    from hetsched.tail.catalog import load_catalog
+
+    out = tmp_path / "catalog.json"
+    result = invoke("catalog", "cnn-s", "cnn-m", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert load_catalog(out).keys() == ["cnn-m", "cnn-s"]
 
 
 def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):

@@ -26,14 +26,15 @@ def _table(title: str, rows: list[dict], columns: list[str]) -> None:
 
 @app.command()
 def flops(
-    models: list[str] = typer.Argument(..., help="Zoo names, .onnx/.pt paths or URLs."),
-    input_shape: str = typer.Option("", help="Input shape for .pt files, e.g. 1,3,224,224."),
+    models: list[str] = typer.Argument(
+        ..., help="Zoo names, or ONNX files as path.onnx or key=path.onnx (trusted input)."
+    ),
 ) -> None:
-    """Model features by eqs. 1-5: FLOPs per inference and parameter size (MiB)."""
-    from hetsched.tail.models import parse_shape, resolve_model_features
+    """Model features by eqs. 1-5: FLOPs per inference (FlopCounterMode) and size (MiB)."""
+    from hetsched.tail.catalog_build import build_catalog
 
-    shape = parse_shape(input_shape) if input_shape else None
-    rows = [resolve_model_features(m, shape).as_dict() for m in models]
+    catalog = build_catalog(models)
+    rows = [{"name": key, **catalog.models[key].model_dump()} for key in catalog.keys()]
     for r in rows:
         r["gflops"] = r["flops"] / 1e9
     _table(
@@ -43,12 +44,31 @@ def flops(
             "name",
             "gflops",
             "size_mb",
+            "parameters",
             "conv_flops",
             "dense_flops",
             "activation_flops",
             "pooling_flops",
         ],
     )
+
+
+@app.command()
+def catalog(
+    models: list[str] = typer.Argument(
+        None, help="Zoo names, or ONNX files as path.onnx or key=path.onnx (default: the zoo)."
+    ),
+    out: Path = typer.Option(..., help="Catalogue JSON to write."),
+) -> None:
+    """Builds the model-feature catalogue the extender and scheduler load (offline, trusted
+    input only: pods may then name these keys and nothing else)."""
+    from hetsched.tail.catalog import save_catalog
+    from hetsched.tail.catalog_build import build_catalog
+    from hetsched.tail.zoo import MODELS
+
+    built = build_catalog(models or MODELS.names())
+    save_catalog(built, out)
+    console.print(f"wrote {len(built.models)} models ({', '.join(built.keys())}) to {out}")
 
 
 def _parse_nodes(text: str) -> list:

@@ -1,14 +1,26 @@
 """Model features of eqs. 1-5: FLOPs per inference and parameter size, for torch and ONNX.
 
-Counting rules (per sample, batch 1):
-  - convolution (eq. 1): 2·IC·OC·KH·KW·OH·OW / groups. The paper's formula has no groups term; a
-    grouped (or depthwise) convolution only connects IC/groups input channels to each output, so we
-    divide by groups, which is also what ``torch.utils.flop_counter`` counts.
-  - dense (eq. 2): 2·Nin·Nout (one multiply and one add per weight; bias not counted).
-  - activation (eq. 3): one FLOP per output neuron (ReLU, Sigmoid, Tanh, GELU, SiLU, ...).
-  - pooling (eq. 4): H·W·C of the output (max / average / adaptive / global pooling).
-  - total (eq. 5): the sum over layers. Batch-norm, residual adds and resizes are not among the
+Torch models are counted by running one batch-1 forward pass under torch's own
+``torch.utils.flop_counter.FlopCounterMode``, which sees every aten operator the model calls: a
+functional ``F.conv2d``, a ``ConvTranspose2d`` or the attention inside a ``TransformerEncoder`` are
+counted as what they compute, not as what a module hook guesses from the module's class (the hook
+counter this replaced was 3.1x high on ConvTranspose2d and missed functional calls; issue 16).
+
+Counting rules (per sample, batch 1), by the operator's kind:
+  - convolution (eq. 1): torch's formula, 2·IC·OC·KH·KW·OH·OW / groups for a forward convolution
+    (transposed ones count their real work). The paper's formula has no groups term; a grouped or
+    depthwise convolution connects IC/groups inputs to each output, so torch divides by groups.
+  - dense (eq. 2): matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``) by torch's formula,
+    2·Nin·Nout per row, and scaled dot-product attention as its two products (QKᵀ and AV).
+  - activation (eq. 3): one FLOP per output element of ReLU, ReLU6 (``hardtanh``), Sigmoid, Tanh,
+    GELU, SiLU, LeakyReLU, ELU, Hardswish, Hardsigmoid and Softmax.
+  - pooling (eq. 4): H·W·C of the output of max / average / adaptive pooling, and of a ``mean``
+    (global average pooling such as ``AdaptiveAvgPool2d(1)`` lowers to it).
+  - total (eq. 5): the sum. Batch-norm, layer-norm, residual adds and resizes are not among the
     paper's layer types and are not counted.
+
+The multi-head-attention fast path (one fused ``_transformer_encoder_layer_fwd`` kernel that no
+counter can see into) is switched off for the counting pass only.
 
 Size: "MB" here is MiB (2**20 bytes) of parameter and buffer storage, e.g. ResNet-50 in float32 is
 97.7 MiB, matching the paper's Table II (97.66 MB).
@@ -17,36 +29,70 @@ Size: "MB" here is MiB (2**20 bytes) of parameter and buffer storage, e.g. ResNe
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from hetsched.core.errors import DataError
 
 BYTES_PER_MB = 2**20
 
-ACTIVATIONS = (
-    nn.ReLU,
-    nn.ReLU6,
-    nn.Sigmoid,
-    nn.Tanh,
-    nn.GELU,
-    nn.SiLU,
-    nn.LeakyReLU,
-    nn.ELU,
-    nn.Hardswish,
-    nn.Hardsigmoid,
-    nn.Softmax,
+_aten = torch.ops.aten
+CONV_OPS = frozenset({_aten.convolution, _aten._convolution})
+DENSE_OPS = frozenset(
+    {
+        _aten.mm,
+        _aten.addmm,
+        _aten.bmm,
+        _aten.baddbmm,
+        _aten._scaled_dot_product_flash_attention_for_cpu,
+        _aten._scaled_dot_product_efficient_attention,
+        _aten._scaled_dot_product_flash_attention,
+        _aten._scaled_dot_product_cudnn_attention,
+    }
 )
-POOLINGS = (
-    nn.MaxPool1d,
-    nn.MaxPool2d,
-    nn.MaxPool3d,
-    nn.AvgPool1d,
-    nn.AvgPool2d,
-    nn.AvgPool3d,
-    nn.AdaptiveAvgPool1d,
-    nn.AdaptiveAvgPool2d,
-    nn.AdaptiveMaxPool2d,
+ACTIVATION_OPS = frozenset(
+    {
+        _aten.relu,
+        _aten.relu_,
+        _aten.hardtanh,
+        _aten.hardtanh_,
+        _aten.sigmoid,
+        _aten.sigmoid_,
+        _aten.tanh,
+        _aten.tanh_,
+        _aten.gelu,
+        _aten.silu,
+        _aten.silu_,
+        _aten.leaky_relu,
+        _aten.leaky_relu_,
+        _aten.elu,
+        _aten.elu_,
+        _aten.hardswish,
+        _aten.hardswish_,
+        _aten.hardsigmoid,
+        _aten.hardsigmoid_,
+        _aten._softmax,
+    }
+)
+POOLING_OPS = frozenset(
+    {
+        _aten.max_pool1d,
+        _aten.max_pool2d_with_indices,
+        _aten.max_pool3d_with_indices,
+        _aten.avg_pool1d,
+        _aten.avg_pool2d,
+        _aten.avg_pool3d,
+        _aten._adaptive_avg_pool2d,
+        _aten._adaptive_avg_pool3d,
+        _aten.adaptive_max_pool2d,
+        _aten.adaptive_max_pool3d,
+        _aten.mean,
+    }
 )
 ONNX_ACTIVATIONS = {
     "Relu",
@@ -79,65 +125,92 @@ class ModelFeatures:
         return asdict(self)
 
 
-def conv_flops(in_ch: int, out_ch: int, kh: int, kw: int, oh: int, ow: int, groups: int = 1) -> int:
-    """Eq. 1, divided by groups (see the module docstring)."""
-    return 2 * in_ch * out_ch * kh * kw * oh * ow // groups
-
-
 def dense_flops(n_in: int, n_out: int) -> int:
     """Eq. 2."""
     return 2 * n_in * n_out
 
 
-def _numel_per_sample(shape) -> int:
+def _numel_per_sample(shape: Sequence[int]) -> int:
     return math.prod(int(d) for d in shape[1:])
 
 
-def torch_features(name: str, model: nn.Module, input_shape: tuple[int, ...]) -> ModelFeatures:
-    """Counts eqs. 1-5 with forward hooks on one batch-1 forward pass of ``model``."""
-    totals = {"conv": 0, "dense": 0, "act": 0, "pool": 0}
+def _output_elements(*args: Any, out_shape: Any, **kwargs: Any) -> int:
+    """Eqs. 3-4: one FLOP per output element of the sample (max pooling also returns indices:
+    only its values count)."""
+    first = out_shape[0] if isinstance(out_shape[0], (tuple, list, torch.Size)) else out_shape
+    return _numel_per_sample(first)
 
-    def hook(module: nn.Module, inputs, output) -> None:
-        if isinstance(module, nn.modules.conv._ConvNd):
-            kernel = math.prod(module.kernel_size)
-            spatial = math.prod(output.shape[2:])
-            # eq. 1 generalised to any spatial rank: 2·IC·OC·prod(K)·prod(O) / groups
-            totals["conv"] += (
-                2 * module.in_channels * module.out_channels * kernel * spatial // module.groups
-            )
-        elif isinstance(module, nn.Linear):
-            rows = math.prod(output.shape[1:-1])  # tokens per sample for 3-D inputs
-            totals["dense"] += rows * dense_flops(module.in_features, module.out_features)
-        elif isinstance(module, ACTIVATIONS):
-            totals["act"] += _numel_per_sample(output.shape)  # eq. 3
-        elif isinstance(module, POOLINGS):
-            totals["pool"] += _numel_per_sample(output.shape)  # eq. 4: H·W·C of the output
 
-    handles = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
+def _attention_flops(
+    q_shape: Sequence[int],
+    k_shape: Sequence[int],
+    v_shape: Sequence[int],
+    *args: Any,
+    **kwargs: Any,
+) -> int:
+    """QKᵀ and AV of CPU scaled dot-product attention: 2·B·H·L·S·(E + Ev); torch registers the
+    same formula for the GPU kernels but not for this CPU one."""
+    batch, heads, queries, embed = q_shape
+    keys, value_embed = k_shape[-2], v_shape[-1]
+    return 2 * batch * heads * queries * keys * (embed + value_embed)
+
+
+_CUSTOM_FORMULAS: dict[Any, Any] = {
+    **dict.fromkeys(ACTIVATION_OPS | POOLING_OPS, _output_elements),
+    _aten._scaled_dot_product_flash_attention_for_cpu: _attention_flops,
+}
+
+
+def _counted_forward(model: nn.Module, input_shape: tuple[int, ...]) -> dict[Any, int]:
+    """FLOPs by aten operator of one batch-1 forward pass of ``model`` on zeros."""
+    counter = FlopCounterMode(display=False, custom_mapping=_CUSTOM_FORMULAS)
+    fast_path = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), counter:
             model.eval()(torch.zeros(input_shape))
+    except (RuntimeError, ValueError, TypeError) as error:
+        raise DataError(f"cannot run the model on input shape {input_shape}: {error}") from error
     finally:
-        for h in handles:
-            h.remove()
+        torch.backends.mha.set_fastpath_enabled(fast_path)
+    return dict(counter.get_flop_counts().get("Global", {}))
+
+
+def torch_features(name: str, model: nn.Module, input_shape: tuple[int, ...]) -> ModelFeatures:
+    """Eqs. 1-5 of ``model`` by ``FlopCounterMode`` (see the module docstring), and its size."""
+    counts = _counted_forward(model, input_shape)
+
+    def total(ops: frozenset) -> int:
+        return int(sum(v for op, v in counts.items() if op in ops))
+
+    conv, dense = total(CONV_OPS), total(DENSE_OPS)
+    activation, pooling = total(ACTIVATION_OPS), total(POOLING_OPS)
     size_bytes = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     return ModelFeatures(
         name=name,
-        flops=sum(totals.values()),  # eq. 5
+        flops=conv + dense + activation + pooling,  # eq. 5
         size_mb=size_bytes / BYTES_PER_MB,
-        conv_flops=totals["conv"],
-        dense_flops=totals["dense"],
-        activation_flops=totals["act"],
-        pooling_flops=totals["pool"],
+        conv_flops=conv,
+        dense_flops=dense,
+        activation_flops=activation,
+        pooling_flops=pooling,
     )
 
 
-def onnx_features(name: str, model_proto) -> ModelFeatures:
-    """Counts eqs. 1-5 on an ONNX graph after shape inference (static input shapes needed)."""
+def parameter_count(model: nn.Module) -> int:
+    """Number of parameters (weights and biases) of ``model``."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def onnx_features(name: str, model_proto: Any) -> ModelFeatures:
+    """Counts eqs. 1-5 on an ONNX graph after shape inference (static input shapes needed).
+
+    ONNX graphs cannot run under ``FlopCounterMode``, so the paper's formulas are applied per node:
+    eq. 1 (divided by groups) for ``Conv``, eq. 2 for ``Gemm``/``MatMul`` with a constant weight,
+    eqs. 3-4 as output elements of the activation and pooling operators listed above.
+    """
     import onnx
     from onnx import numpy_helper
-
-    from hetsched.core.errors import DataError
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model_proto)
@@ -187,16 +260,3 @@ def onnx_features(name: str, model_proto) -> ModelFeatures:
         activation_flops=totals["act"],
         pooling_flops=totals["pool"],
     )
-
-
-def flop_counter_reference(model: nn.Module, input_shape: tuple[int, ...]) -> int:
-    """FLOPs of conv and dense layers by torch's own ``FlopCounterMode`` (the cross-check)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model.eval()(torch.zeros(input_shape))
-    counts = counter.get_flop_counts().get("Global", {})
-    ops = torch.ops.aten
-    keep = {ops.convolution, ops.mm, ops.addmm, ops.bmm, ops._convolution}
-    return int(sum(v for k, v in counts.items() if k in keep))

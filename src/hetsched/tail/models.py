@@ -1,109 +1,98 @@
-"""Resolves a model reference from a deployment manifest (zoo name, file path or URL) to features.
+"""Which model a pod runs: its ``hetsched.io/model`` annotation, checked against the catalogue.
 
-A pod asks for a model with the annotation ``hetsched.io/model``: a zoo name such as ``resnet50``, a
-path to an ``.onnx`` file or to a whole module saved with ``torch.save`` (``.pt``), or an
-``http(s)://`` / ``file://`` URL to one; and,
-for ``.pt`` files, ``hetsched.io/input-shape`` (e.g. ``1,3,224,224``). Anything unreadable or of
-an unsupported kind raises :class:`HetschedError` with the reference in the message.
+A pod names its model with the annotation ``hetsched.io/model``, which may only be a key of the
+model-feature catalogue (:mod:`hetsched.tail.catalog`). The value is checked for shape (short,
+safe characters) before it is looked up, and it is only ever looked up: a URL, a path or a file
+name is just an unknown key. Callers turn :class:`UnknownModelError` into the documented fallback
+(the extender answers neutral scores and counts the miss by its ``reason``).
+
+``hetsched.io/input-shape`` (e.g. ``1,3,224,224``) is optional; if given it must equal the shape
+the catalogue entry was counted at, since FLOPs depend on it.
 """
 
 from __future__ import annotations
 
-import tempfile
-import urllib.error
-import urllib.request
-from functools import lru_cache
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from hetsched.core.errors import DataError, HetschedError
+from hetsched.core.errors import HetschedError
+from hetsched.tail.catalog import ModelCatalog, default_catalog, is_model_key
 from hetsched.tail.flops import ModelFeatures
 
 MODEL_ANNOTATION = "hetsched.io/model"
 SHAPE_ANNOTATION = "hetsched.io/input-shape"
-URL_TIMEOUT_S = 5.0
+MissReason = Literal["missing", "invalid", "unknown", "shape"]
+
+
+class UnknownModelError(HetschedError):
+    """A pod whose model cannot be looked up; ``reason`` is one of :data:`MissReason`."""
+
+    def __init__(self, message: str, reason: MissReason) -> None:
+        super().__init__(message)
+        self.reason: MissReason = reason
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
     """Parses ``"1,3,224,224"`` into a tuple, rejecting anything else clearly."""
     try:
-        shape = tuple(int(part) for part in text.split(","))
+        shape = tuple(int(part) for part in text.split(",", 8))
     except ValueError:
         raise HetschedError(
-            f"bad input shape {text!r}: expected integers like 1,3,224,224"
+            f"bad input shape {text[:40]!r}: expected integers like 1,3,224,224"
         ) from None
     if not shape or min(shape) <= 0:
-        raise HetschedError(f"bad input shape {text!r}: dimensions must be positive")
+        raise HetschedError(f"bad input shape {text[:40]!r}: dimensions must be positive")
     return shape
 
 
-def _fetch(url: str) -> Path:
-    suffix = Path(urllib.request.url2pathname(url.split("?")[0])).suffix
-    try:
-        with urllib.request.urlopen(url, timeout=URL_TIMEOUT_S) as response:
-            data = response.read()
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise HetschedError(f"cannot fetch model {url}: {error}") from error
-    with tempfile.NamedTemporaryFile(suffix=suffix, delete=False) as handle:
-        handle.write(data)
-    return Path(handle.name)
-
-
-def _file_features(ref: str, path: Path, input_shape: tuple[int, ...] | None) -> ModelFeatures:
-    if not path.is_file():
-        raise HetschedError(f"model {ref!r}: no such file {path}")
-    if path.suffix == ".onnx":
-        import onnx
-
-        from hetsched.tail.flops import onnx_features
-
-        try:
-            proto = onnx.load(str(path))
-        except Exception as error:  # protobuf decode errors have private types
-            raise DataError(f"model {ref!r} is not a readable ONNX file: {error}") from error
-        return onnx_features(ref, proto)
-    if path.suffix in (".pt", ".pth"):
-        import torch
-
-        from hetsched.tail.flops import torch_features
-
-        if input_shape is None:
-            raise HetschedError(f"model {ref!r}: a torch file needs {SHAPE_ANNOTATION}")
-        try:
-            # A whole pickled module (torch.save(model)): unpickling runs code; trusted files only.
-            module = torch.load(str(path), map_location="cpu", weights_only=False)
-        except Exception as error:  # torch raises RuntimeError or pickling errors
-            raise DataError(f"model {ref!r} is not a readable torch file: {error}") from error
-        if not isinstance(module, torch.nn.Module) or isinstance(module, torch.jit.ScriptModule):
-            raise DataError(f"model {ref!r}: expected a pickled nn.Module (torch.save(model))")
-        return torch_features(ref, module, input_shape)
-    raise HetschedError(f"model {ref!r}: unsupported kind {path.suffix!r} (use .onnx or .pt)")
-
-
-@lru_cache(maxsize=64)
-def resolve_model_features(ref: str, input_shape: tuple[int, ...] | None = None) -> ModelFeatures:
-    """Features (eqs. 1-5, size) of a zoo name, file path or URL; cached: models are static."""
-    from hetsched.tail.zoo import MODELS
-
-    if ref in MODELS:
-        from hetsched.tail.flops import torch_features
-        from hetsched.tail.zoo import build_model
-
-        model, shape = build_model(ref)
-        return torch_features(ref, model, input_shape or shape)
-    if "://" in ref:
-        return _file_features(ref, _fetch(ref), input_shape)
-    if "/" in ref or "." in ref:
-        return _file_features(ref, Path(ref), input_shape)
-    known = ", ".join(MODELS.names())
-    raise HetschedError(f"unknown model {ref!r}: not a zoo name ({known}), file or URL")
-
-
-def manifest_model_ref(pod: dict) -> tuple[str, tuple[int, ...] | None]:
-    """Reads the model reference (and optional input shape) from a pod manifest's annotations."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+def model_key_from_annotations(annotations: Mapping[str, Any]) -> str:
+    """The catalogue key a pod's annotations name; :class:`UnknownModelError` if none or bad."""
     ref = annotations.get(MODEL_ANNOTATION)
     if not ref:
-        name = (pod.get("metadata") or {}).get("name", "?")
-        raise HetschedError(f"pod {name!r} has no {MODEL_ANNOTATION} annotation")
+        raise UnknownModelError(f"the pod has no {MODEL_ANNOTATION} annotation", "missing")
+    if not isinstance(ref, str) or not is_model_key(ref):
+        raise UnknownModelError(
+            f"{MODEL_ANNOTATION} must be a catalogue key (a-z, 0-9, '.-_', <= 63 chars)",
+            "invalid",
+        )
+    return ref
+
+
+def features_for_annotations(
+    annotations: Mapping[str, Any], catalog: ModelCatalog
+) -> ModelFeatures:
+    """The catalogue's features for the model a pod's annotations name, shape checked."""
+    key = model_key_from_annotations(annotations)
+    features = catalog.features(key)
+    if features is None:
+        raise UnknownModelError(f"model {key!r} is not in the catalogue", "unknown")
+    shape_text = annotations.get(SHAPE_ANNOTATION)
+    if shape_text:
+        try:
+            shape = parse_shape(str(shape_text))
+        except HetschedError as error:
+            raise UnknownModelError(str(error), "shape") from None
+        counted = catalog.models[key].input_shape
+        if shape != counted:
+            raise UnknownModelError(
+                f"model {key!r} was counted at input shape {counted}, the pod says {shape}",
+                "shape",
+            )
+    return features
+
+
+def manifest_model_ref(pod: Mapping[str, Any]) -> tuple[str, tuple[int, ...] | None]:
+    """The catalogue key and optional input shape a pod manifest names."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
     shape = annotations.get(SHAPE_ANNOTATION)
-    return ref, parse_shape(shape) if shape else None
+    return model_key_from_annotations(annotations), parse_shape(shape) if shape else None
+
+
+def resolve_model_features(
+    key: str, input_shape: tuple[int, ...] | None = None, catalog: ModelCatalog | None = None
+) -> ModelFeatures:
+    """Features of catalogue key ``key`` (the built-in catalogue unless ``catalog`` is given)."""
+    annotations: dict[str, str] = {MODEL_ANNOTATION: key}
+    if input_shape is not None:
+        annotations[SHAPE_ANNOTATION] = ",".join(map(str, input_shape))
+    return features_for_annotations(annotations, catalog or default_catalog())

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from hetsched.core.errors import DataError
 from hetsched.core.registry import Registry
 from hetsched.tail.dataset import FEATURES, TARGET
+from hetsched.tail.portable_regressors import from_document, to_document
 
 REGRESSORS: Registry = Registry("regressor")
 
@@ -93,7 +94,7 @@ class FittedRegressor:
     """A fitted estimator on log1p(P90), plus what it was trained on."""
 
     name: str
-    estimator: object
+    estimator: Any
     features: tuple[str, ...] = FEATURES
 
     def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
@@ -187,8 +188,17 @@ def data_fingerprint(rows: list[dict]) -> str:
     return digest.hexdigest()[:16]
 
 
+MODEL_FILE = "model.json"
+# Files of earlier versions: unpickling runs code, so they are refused with a way forward.
+PICKLED_MODEL_FILE = "model.pkl"
+
+
 class ModelRepository:
-    """Versioned folder of regressors: ``v0001/{model.pkl, meta.json}`` and ``latest`` as a file."""
+    """Versioned folder of regressors: ``v0001/{model.json, meta.json}`` and ``latest`` as a file.
+
+    ``model.json`` holds the estimator's parameters (see :mod:`.portable_regressors`): loading a
+    version parses numbers, it never unpickles or runs anything from the folder.
+    """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -201,8 +211,7 @@ class ModelRepository:
         version = f"v{len(self.versions()) + 1:04d}"
         folder = self.root / version
         folder.mkdir()
-        with open(folder / "model.pkl", "wb") as handle:
-            pickle.dump(fitted, handle)
+        (folder / MODEL_FILE).write_text(json.dumps(to_document(fitted.estimator)))
         meta = {
             "version": version,
             "regressor": fitted.name,
@@ -225,12 +234,32 @@ class ModelRepository:
                     "model repository is empty; run `hetsched tail train`", path=str(self.root)
                 )
             version = latest.read_text().strip()
+        if not version.startswith("v") or not version[1:].isdigit():
+            raise DataError(f"bad model version {version!r} (expected v0001, ...)")
         folder = self.root / version
-        if not (folder / "model.pkl").is_file():
+        model_file = folder / MODEL_FILE
+        if not model_file.is_file():
+            if (folder / PICKLED_MODEL_FILE).is_file():
+                raise DataError(
+                    f"{version} is a pickled model, which is no longer loaded (unpickling runs "
+                    "code); retrain it with `hetsched tail train`",
+                    path=str(self.root),
+                )
             raise DataError(f"no model version {version}", path=str(self.root))
-        with open(folder / "model.pkl", "rb") as handle:
-            fitted = pickle.load(handle)
-        return fitted, json.loads((folder / "meta.json").read_text())
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+            document = json.loads(model_file.read_text())
+        except (OSError, ValueError) as error:
+            raise DataError(
+                f"unreadable model version {version}: {error}", path=str(folder)
+            ) from None
+        if tuple(meta.get("features", ())) != FEATURES:
+            raise DataError(
+                f"{version} was trained on features {meta.get('features')}, not {list(FEATURES)}",
+                path=str(folder),
+            )
+        estimator = from_document(document, str(model_file))
+        return FittedRegressor(str(meta.get("regressor", document["kind"])), estimator), meta
 
 
 def train_and_save(rows: list[dict], repo: ModelRepository, seed: int = 0) -> dict:
