@@ -30,7 +30,8 @@ from hetsched.slim.router_training.trainer import ppo_budget
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.reward import RewardWeights, reward_weights
 from hetsched.slim.serving.cli import register as register_serving
-from hetsched.slim.sim.scenario import ScenarioConfig
+from hetsched.slim.sim.scenario import ScenarioConfig, with_overrides
+from hetsched.slim.sim.scenario_catalog import load_scenario, scenario_names, summarize_scenario
 from hetsched.slim.sim.workload import Pattern
 
 app = typer.Typer(no_args_is_help=True)
@@ -46,17 +47,26 @@ def _comma_list(option: str, text: str, kind: type[float] | type[int]) -> list:
 
 
 def _scenario(
-    config: Path | None,
+    name: str | None,
     images: int | None,
     accuracy_table: str | None,
     rate_per_s: float | None = None,
+    slo_ms: float | None = None,
 ) -> ScenarioConfig:
-    """The paper's 3-GPU scenario, optionally from a YAML file, with command-line overrides."""
+    """A shipped scenario or a YAML file (default: ``paper``) with command-line overrides."""
     if rate_per_s is not None and rate_per_s <= 0:
         raise ConfigError(f"--rate: expected a positive rate in images/s, got {rate_per_s:g}")
-    scenario = load_config(config, ScenarioConfig) if config else ScenarioConfig()
-    updates = {"num_images": images, "accuracy_table": accuracy_table, "rate_per_s": rate_per_s}
-    return scenario.model_copy(update={k: v for k, v in updates.items() if v is not None})
+    if images is not None and images < 1:
+        raise ConfigError(f"--images: expected at least 1 image, got {images}")
+    if slo_ms is not None and slo_ms <= 0:
+        raise ConfigError(f"--slo-ms: expected a positive SLO in milliseconds, got {slo_ms:g}")
+    return with_overrides(
+        load_scenario(name or "paper"),
+        num_images=images,
+        accuracy_table=accuracy_table,
+        rate_per_s=rate_per_s,
+        slo_ms=slo_ms,
+    )
 
 
 def _live(
@@ -82,7 +92,11 @@ def _live(
     )
 
 
-_SCENARIO_OPT = typer.Option(None, "--scenario", help="Scenario YAML (default: the paper's).")
+_SCENARIO_OPT = typer.Option(
+    None,
+    "--scenario",
+    help="A shipped scenario (hetsched slim scenarios) or a scenario YAML (default: paper).",
+)
 _IMAGES_OPT = typer.Option(None, "--images", help="Images per workload (episode).")
 _ACCURACY_OPT = typer.Option(
     None, "--accuracy-table", help="'paper' (Tables I/II) or a measured accuracy-table JSON."
@@ -104,6 +118,14 @@ _LIVE_DEVICES_OPT = typer.Option(
 # -- router and experiment -------------------------------------------------------------------------
 
 
+@app.command("scenarios")
+def scenarios_command() -> None:
+    """Lists the shipped scenarios with the load and capacities the device model gives them."""
+    console = Console(soft_wrap=True)
+    for name in scenario_names():
+        console.print(summarize_scenario(name, load_scenario(name)).line(), highlight=False)
+
+
 @app.command("train-router")
 def train_router_command(
     preset: str = typer.Option("efficiency", help="Reward preset: efficiency or balanced."),
@@ -112,13 +134,13 @@ def train_router_command(
     rollout: int = typer.Option(1024, help="Decisions per PPO update."),
     seed: int = typer.Option(0),
     out: Path = typer.Option(Path("runs/router"), help="Folder for checkpoint and curves."),
-    scenario_file: Path | None = _SCENARIO_OPT,
+    scenario_name: str | None = _SCENARIO_OPT,
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
 ) -> None:
     """Trains a PPO router in the simulated cluster; writes a checkpoint and training curves."""
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_file, images, accuracy_table)
+    scenario = _scenario(scenario_name, images, accuracy_table)
     weights = load_config(reward, RewardWeights) if reward else reward_weights(preset)
     name = f"ppo-{preset if reward is None else reward.stem}"
     trained = train_scenario_router(
@@ -142,14 +164,14 @@ def evaluate_router_command(
     live: bool = typer.Option(False, help="Use the live backend (real devices, wall clock)."),
     checkpoint: Path | None = _CHECKPOINT_OPT,
     live_devices: str | None = _LIVE_DEVICES_OPT,
-    scenario_file: Path | None = _SCENARIO_OPT,
+    scenario_name: str | None = _SCENARIO_OPT,
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
     rate: float | None = _RATE_OPT,
 ) -> None:
     """Evaluates routers on seeded workloads and prints Table III-V style tables."""
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_file, images, accuracy_table, rate)
+    scenario = _scenario(scenario_name, images, accuracy_table, rate)
     seed_list = _comma_list("--seeds", seeds, int)
     scenario, setup = _live(scenario, live, checkpoint, live_devices, accuracy_table)
     evaluate_routers(scenario, routers, seed_list, out, live=setup)
@@ -166,14 +188,14 @@ def experiment_command(
     live: bool = typer.Option(False, help="Evaluate on the live backend (devices found here)."),
     checkpoint: Path | None = _CHECKPOINT_OPT,
     live_devices: str | None = _LIVE_DEVICES_OPT,
-    scenario_file: Path | None = _SCENARIO_OPT,
+    scenario_name: str | None = _SCENARIO_OPT,
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
     rate: float | None = _RATE_OPT,
 ) -> None:
     """The paper's experiment: random vs PPO-efficiency vs PPO-balanced, Tables III-V."""
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_file, images, accuracy_table, rate)
+    scenario = _scenario(scenario_name, images, accuracy_table, rate)
     names = tuple(name.strip() for name in baselines.split(",") if name.strip())
     for name in names:
         ROUTERS.get(name)  # an unknown name fails here, before any training

@@ -373,6 +373,10 @@ class SlimCluster:
                 )
             )
 
+    def set_available(self, server: int, available: bool) -> None:
+        """Marks ``server`` (un)available to the router (a failed server, then its return)."""
+        self.available[server] = available
+
     def on_close(self, release: Callable[[], None]) -> None:
         """Registers what :meth:`close` must release (a live backend's worker threads)."""
         self._closers.append(release)

@@ -102,6 +102,7 @@ class GreedyExecutor:
         self._running = 0
         self._unload_at_s: float | None = None
         self._retry_pending = False
+        self._paused = False
         self._energy_reporter = backend if isinstance(backend, EnergyReporter) else None
 
     # -- the SegmentServer protocol ---------------------------------------------------------------
@@ -150,6 +151,16 @@ class GreedyExecutor:
             self._queued, backend.power_w(), backend.max_power_w, backend.utilization_pct() or 0.0
         )
 
+    def pause(self) -> None:
+        """The server is down: no batch starts until :meth:`resume` (running ones finish and
+        requests keep queueing)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        """The server is back: run what waits."""
+        self._paused = False
+        self._dispatch(self.clock.now_s())
+
     # -- read-only state, for telemetry and tests ------------------------------------------------
 
     @property
@@ -185,6 +196,8 @@ class GreedyExecutor:
 
     def _dispatch(self, now_s: float) -> None:
         """LOOP (lines 1-10), run to the first head that cannot run."""
+        if self._paused:
+            return
         order = self._order
         self._blocked = None
         instance: Instance | None

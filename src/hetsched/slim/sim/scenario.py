@@ -13,15 +13,14 @@ same scenario runs there; this module does not know the live side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache, partial
 from itertools import product
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from hetsched.core.config import StrictModel
+from hetsched.core.config import StrictModel, validate_config
 from hetsched.core.devices import DeviceSpec, load_device
 from hetsched.core.errors import ConfigError, HetschedError
 from hetsched.core.events import EventLoop
@@ -34,17 +33,31 @@ from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.model.accuracy import AccuracyTable, load_accuracy_table
 from hetsched.slim.model.costs import SegmentCostTable, compute_cost_table
 from hetsched.slim.routers.ppo import StateEncoder
+from hetsched.slim.sim.capacity import server_capacity_per_s
 from hetsched.slim.sim.network import Link, link_config
+from hetsched.slim.sim.runtime_changes import RuntimeChange, schedule_changes
 from hetsched.slim.sim.simulated_backend import SimulatedBackend, batch_alone_s
+from hetsched.slim.sim.workload import (
+    BURST_RATE_FACTOR,
+    DIURNAL_AMPLITUDE,
+    DIURNAL_PERIOD_S,
+)
 from hetsched.slim.sim.workload import arrival_times_s as draw_arrivals
 
 CIFAR100_CLASSES = 100
 
 
 class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
-    """Everything that defines a routing workload; every field has the paper's setup as default."""
+    """Everything that defines a routing workload; every field has the paper's setup as default.
 
-    servers: tuple[str, ...] = ("rtx-2080-ti", "rtx-2080-ti", "gtx-980-ti")
+    Named scenarios ship as YAML files of these fields (:mod:`hetsched.slim.sim.scenario_catalog`).
+    """
+
+    description: str = ""
+    """One line on what the scenario tests (shown by ``hetsched slim scenarios``)."""
+    held_out: bool = False
+    """Never used to train a router: evaluation on it measures generalisation."""
+    servers: tuple[str, ...] = Field(("rtx-2080-ti", "rtx-2080-ti", "gtx-980-ti"), min_length=1)
     """Device of each server: a name from ``hetsched.core.devices.DEVICES`` or a profile JSON
     written by ``hetsched slim profile``."""
     link: str = "wifi5"
@@ -53,12 +66,29 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """``paper`` (Tables I/II, nearest neighbour) or the path of a measured accuracy table."""
     num_images: int = Field(1000, ge=1)
     """Images per workload (one episode / one evaluation run)."""
-    arrival: Literal["bursty", "poisson"] = "bursty"
-    """Arrival process of images."""
+    arrival: Literal["bursty", "poisson", "diurnal"] = "bursty"
+    """Arrival process of images (:func:`hetsched.slim.sim.workload.arrival_times_s`)."""
     rate_per_s: float = Field(400.0, gt=0)
-    """Mean arrival rate r in images per second."""
+    """Mean arrival rate r in images per second (unless ``load_factor`` sets it)."""
+    load_factor: float | None = Field(None, gt=0)
+    """Mean arrival rate as a multiple of the fastest server's capacity at width 1.0 (measured on
+    the device model, :mod:`hetsched.slim.sim.capacity`); replaces ``rate_per_s`` when given."""
     burst_s: float = Field(0.25, gt=0)
     """Mean length of an ON period of bursty arrivals."""
+    burst_factor: float = Field(BURST_RATE_FACTOR, ge=1)
+    """Bursty arrivals: the ON rate as a multiple of the mean rate."""
+    diurnal_period_s: float = Field(DIURNAL_PERIOD_S, gt=0)
+    """Diurnal arrivals: period of the rate's cycle (trough at 0, peak half-way)."""
+    diurnal_amplitude: float = Field(DIURNAL_AMPLITUDE, ge=0, lt=1)
+    """Diurnal arrivals: the rate swings between ``r (1 - a)`` and ``r (1 + a)``."""
+    changes: tuple[RuntimeChange, ...] = ()
+    """Runtime changes: servers that slow down or fail during the run (simulated only)."""
+    slo_ms: float = Field(float("inf"), gt=0)
+    """Latency SLO of every image in milliseconds: its deadline is its arrival plus this
+    (infinite: no deadline, as in the paper)."""
+    warmup_fraction: float = Field(0.2, ge=0, lt=1)
+    """Images arriving in this first fraction of the arrival span are left out of the metrics
+    (the steady-state window starts after it)."""
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     """Algorithm 1's knobs of every server's executor (B_max, M_max, U_blk, t_idle, ...)."""
     widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
@@ -67,9 +97,38 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Micro-batch group sizes g the router may choose."""
     decision_time_s: float = Field(0.001, ge=0)
     """Router time per decision (one block placed per interval)."""
-    slo_ms: float = Field(float("inf"), gt=0)
-    """Latency SLO of every image in milliseconds: its deadline is its arrival plus this
-    (infinite: no deadline, as in the paper)."""
+
+    @field_validator("widths", "group_sizes")
+    @classmethod
+    def _non_empty_positive(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        if not values or any(value <= 0 for value in values):
+            raise ValueError(f"expected a non-empty list of positive values, got {list(values)}")
+        return values
+
+    @model_validator(mode="after")
+    def _changes_name_servers(self) -> ScenarioConfig:
+        for index, change in enumerate(self.changes):
+            if change.server >= len(self.servers):
+                raise ValueError(
+                    f"changes[{index}].server is {change.server}, but there are only"
+                    f" {len(self.servers)} servers"
+                )
+        return self
+
+
+def with_overrides(scenario: ScenarioConfig, **updates: Any) -> ScenarioConfig:
+    """``scenario`` with the non-None ``updates`` applied and validated again (a rate replaces
+    the scenario's load factor).
+
+    Raises:
+        ConfigError: Naming a bad field.
+    """
+    given = {key: value for key, value in updates.items() if value is not None}
+    if "rate_per_s" in given:
+        given["load_factor"] = None
+    return validate_config(
+        {**scenario.model_dump(exclude_unset=True), **given}, ScenarioConfig, "command line"
+    )
 
 
 class ClusterServers(Protocol):
@@ -107,15 +166,34 @@ def encoder_for(scenario: ScenarioConfig) -> StateEncoder:
     return StateEncoder(len(scenario.servers), scenario.widths, scenario.group_sizes)
 
 
+def fastest_capacity_per_s(scenario: ScenarioConfig) -> float:
+    """Images per second the scenario's fastest server sustains at width 1.0 (device model)."""
+    costs = cifar100_costs()
+    return max(
+        server_capacity_per_s(spec, costs, scenario.executor, 1.0)
+        for spec in device_specs(scenario)
+    )
+
+
+def arrival_rate_per_s(scenario: ScenarioConfig) -> float:
+    """The mean arrival rate: ``load_factor`` times the fastest capacity, else ``rate_per_s``."""
+    if scenario.load_factor is None:
+        return scenario.rate_per_s
+    return scenario.load_factor * fastest_capacity_per_s(scenario)
+
+
 def arrival_times_s(scenario: ScenarioConfig, rng: np.random.Generator) -> np.ndarray:
     """The scenario's image arrival times (its rate, process and size; see
     :func:`hetsched.slim.sim.workload.arrival_times_s`)."""
     return draw_arrivals(
         rng,
-        scenario.rate_per_s,
+        arrival_rate_per_s(scenario),
         scenario.arrival,
         count=scenario.num_images,
         burst_s=scenario.burst_s,
+        burst_factor=scenario.burst_factor,
+        period_s=scenario.diurnal_period_s,
+        amplitude=scenario.diurnal_amplitude,
     )
 
 
@@ -131,7 +209,8 @@ def build_cluster(
     :mod:`hetsched.slim.live.cluster`).
 
     Raises:
-        HetschedError: Unknown devices or links, or router widths outside the executors' W.
+        HetschedError: Unknown devices or links, router widths outside the executors' W, or
+            runtime changes on live servers.
     """
     missing = sorted(set(scenario.widths) - set(scenario.executor.widths))
     if missing:
@@ -149,18 +228,23 @@ def build_cluster(
     rng = make_rng(seed)
     difficulty = rng.random(scenario.num_images)
     oracle = TableAccuracy(table, difficulty)
-    image_payload: Callable[[int], Any] | None = None
-    if live is None:
-        specs = device_specs(scenario)
-        loop, servers, link = _simulated_servers(scenario, specs)
-        completion = completion_model(scenario, specs, link)
-        cluster = SlimCluster(servers, loop, link.transfer_time, oracle, config, completion)
-    else:
+    if live is not None:
+        if scenario.changes:
+            raise ConfigError("changes: runtime changes are simulated; a live run cannot have them")
         cluster = live.open_cluster(scenario, config, oracle)
-        image_payload = live.image
-    start_s = cluster.clock.now_s()  # the wall clock has moved while the servers were built
-    arrivals_s = start_s + arrival_times_s(scenario, rng)
-    cluster.schedule_arrivals(arrivals_s.tolist(), image_payload)
+        start_s = cluster.clock.now_s()  # the wall clock has moved while the servers were built
+        arrivals_s = start_s + arrival_times_s(scenario, rng)
+        cluster.schedule_arrivals(arrivals_s.tolist(), live.image)
+        return cluster
+    specs = device_specs(scenario)
+    loop, backends, servers, link = _simulated_servers(scenario, specs)
+    completion = completion_model(scenario, specs, link)
+    cluster = SlimCluster(servers, loop, link.transfer_time, oracle, config, completion)
+    arrivals_s = arrival_times_s(scenario, rng)
+    cluster.schedule_arrivals(arrivals_s.tolist())
+    schedule_changes(
+        scenario.changes, loop, backends, servers, cluster, arrivals_s[0], arrivals_s[-1]
+    )
     return cluster
 
 
@@ -195,13 +279,13 @@ def device_specs(scenario: ScenarioConfig) -> list[DeviceSpec]:
 
 def _simulated_servers(
     scenario: ScenarioConfig, specs: list[DeviceSpec]
-) -> tuple[EventLoop, list[GreedyExecutor], Link]:
-    """Greedy executors on simulated devices, one event loop, and the scenario's link."""
+) -> tuple[EventLoop, list[SimulatedBackend], list[GreedyExecutor], Link]:
+    """Simulated devices with greedy executors on them, one event loop, the scenario's link."""
     loop = EventLoop()
     costs = cifar100_costs()
-    servers = []
-    for index, spec in enumerate(specs):
-        name = f"{index}:{spec.name}"
-        backend = SimulatedBackend(spec, costs, loop, name=name)
-        servers.append(GreedyExecutor(backend, loop, scenario.executor, name=name))
-    return loop, servers, Link(loop, link_config(scenario.link), costs)
+    backends = [
+        SimulatedBackend(spec, costs, loop, name=f"{index}:{spec.name}")
+        for index, spec in enumerate(specs)
+    ]
+    servers = [GreedyExecutor(b, loop, scenario.executor, name=b.name) for b in backends]
+    return loop, backends, servers, Link(loop, link_config(scenario.link), costs)

@@ -162,6 +162,14 @@ class SimulatedBackend:
         self._power_w = spec.idle_power_w
         self._energy_j = 0.0
         self._energy_since_s = loop.now_s()
+        self._slowdown = 1.0
+
+    # -- runtime changes (hetsched.slim.sim.runtime_changes) --------------------------------------
+
+    def set_slowdown(self, factor: float) -> None:
+        """Batches that start from now on take ``factor`` times longer, launch, memory and compute
+        alike (throttled clocks, a co-tenant's share); 1.0: normal again."""
+        self._slowdown = factor
 
     # -- the ExecutorBackend protocol -----------------------------------------------------------
 
@@ -238,7 +246,8 @@ class SimulatedBackend:
                 * (load if load > 1.0 else 1.0)
             )
         start_s = handle.ready_s if handle.ready_s > now_s else now_s
-        duration_s = start_s - now_s + fixed_s + compute_s * slowdown
+        factor = self._slowdown  # a runtime change's; 1.0 leaves every figure exactly as it was
+        duration_s = start_s - now_s + fixed_s * factor + compute_s * slowdown * factor
         handle.running = True
         handle.share = share
         handle.activation_bytes = activation_bytes

@@ -16,10 +16,15 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-Pattern = Literal["poisson", "bursty"]
+Pattern = Literal["poisson", "bursty", "diurnal"]
 
 BURST_RATE_FACTOR = 3.0
-"""Bursty arrivals: the rate during an ON period, as a multiple of the mean rate r."""
+"""Bursty arrivals: the rate during an ON period, as a multiple of the mean rate r (the paper's
+default; scenarios may ask for more)."""
+DIURNAL_PERIOD_S = 60.0
+"""Diurnal arrivals: default period of the rate's cycle."""
+DIURNAL_AMPLITUDE = 0.5
+"""Diurnal arrivals: default relative swing of the rate around r."""
 
 
 def arrival_times_s(
@@ -30,21 +35,31 @@ def arrival_times_s(
     count: int | None = None,
     duration_s: float | None = None,
     burst_s: float = 0.25,
+    burst_factor: float = BURST_RATE_FACTOR,
+    period_s: float = DIURNAL_PERIOD_S,
+    amplitude: float = DIURNAL_AMPLITUDE,
 ) -> np.ndarray:
     """Sorted arrival times at mean rate r: ``count`` of them, or all before ``duration_s``.
 
-    Poisson: exponential gaps. Bursty on/off: ON periods (exponential, mean ``burst_s``) at
-    three times the mean rate alternate with silent OFF periods twice as long on average, so the
-    long-run rate stays r.
+    * ``poisson``: exponential gaps.
+    * ``bursty`` (on/off, an MMPP with a silent state): ON periods (exponential, mean
+      ``burst_s``) at ``burst_factor`` times the mean rate alternate with silent OFF periods
+      ``burst_factor - 1`` times as long on average, so the long-run rate stays r.
+    * ``diurnal``: a Poisson process whose rate follows ``r (1 - a cos(2 pi t / period_s))``: it
+      ramps from a trough of ``r (1 - a)`` at t = 0 to a peak of ``r (1 + a)`` half a period later
+      and back (drawn by thinning a Poisson process at the peak rate); its mean over whole
+      periods is r.
 
     Raises:
-        ValueError: Unless exactly one of ``count`` and ``duration_s`` is given, or for an
-            unknown pattern.
+        ValueError: Unless exactly one of ``count`` and ``duration_s`` is given, for an unknown
+            pattern, a burst factor below 1 or an amplitude outside [0, 1).
     """
     if (count is None) == (duration_s is None):
         raise ValueError("give exactly one of count and duration_s")
-    if pattern not in ("poisson", "bursty"):
-        raise ValueError(f"unknown arrival pattern {pattern!r}; known: poisson, bursty")
+    if pattern not in ("poisson", "bursty", "diurnal"):
+        raise ValueError(f"unknown arrival pattern {pattern!r}; known: poisson, bursty, diurnal")
+    if burst_factor < 1.0 or not 0.0 <= amplitude < 1.0:
+        raise ValueError(f"need burst_factor >= 1 and 0 <= amplitude < 1, got {burst_factor}")
     end_s = float("inf") if duration_s is None else duration_s  # finite when count is None
     limit = count if count is not None else int(rng.poisson(rate_per_s * end_s))
     if pattern == "poisson":
@@ -52,16 +67,42 @@ def arrival_times_s(
             return np.cumsum(rng.exponential(1.0 / rate_per_s, count))
         # Given their number, Poisson arrivals in [0, T) are uniform order statistics.
         return np.sort(rng.uniform(0.0, end_s, limit))
+    if pattern == "diurnal":
+        return _diurnal(rng, rate_per_s, period_s, amplitude, count, end_s)
     chunks: list[np.ndarray] = []
     drawn, now_s = 0, 0.0
     while drawn < limit if count is not None else now_s < end_s:
         on_s = rng.exponential(burst_s)
-        size = rng.poisson(BURST_RATE_FACTOR * rate_per_s * on_s)
+        size = rng.poisson(burst_factor * rate_per_s * on_s)
         burst = np.sort(now_s + rng.uniform(0.0, on_s, size))
         chunks.append(burst)
         drawn += len(burst)
-        now_s += on_s + rng.exponential(2.0 * burst_s)
+        now_s += on_s + rng.exponential((burst_factor - 1.0) * burst_s)
     times = np.concatenate(chunks) if chunks else np.empty(0)
+    return times[:count] if count is not None else times[times < end_s]
+
+
+def _diurnal(
+    rng: np.random.Generator,
+    rate_per_s: float,
+    period_s: float,
+    amplitude: float,
+    count: int | None,
+    end_s: float,
+) -> np.ndarray:
+    """The ``diurnal`` pattern of :func:`arrival_times_s`, by thinning (Lewis and Shedler)."""
+    peak_per_s = rate_per_s * (1.0 + amplitude)
+    chunk = max(64, int(peak_per_s * period_s / 8))
+    kept: list[np.ndarray] = []
+    drawn, now_s = 0, 0.0
+    while drawn < count if count is not None else now_s < end_s:
+        candidates = now_s + np.cumsum(rng.exponential(1.0 / peak_per_s, chunk))
+        rate = rate_per_s * (1.0 - amplitude * np.cos(2.0 * np.pi * candidates / period_s))
+        accepted = candidates[rng.random(chunk) * peak_per_s < rate]
+        kept.append(accepted)
+        drawn += len(accepted)
+        now_s = float(candidates[-1])
+    times = np.concatenate(kept)
     return times[:count] if count is not None else times[times < end_s]
 
 
