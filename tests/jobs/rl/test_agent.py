@@ -12,13 +12,12 @@ from hetsched.core.errors import DataError, HetschedError, UnknownNameError
 from hetsched.jobs.cluster.model import Cluster, Node
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.rl.agent import JobScoringAgent, load_checkpoint, save_checkpoint
-from hetsched.jobs.rl.environment import PrioritisationEnv, normalised_gap
+from hetsched.jobs.rl.environment import PrioritisationEnv
+from hetsched.jobs.rl.episodes import normalised_gap
 from hetsched.jobs.rl.features import CRITIC_FEATURES, OBS_FEATURES
-from hetsched.jobs.rl.policy import RLPriorityPolicy, policy_by_name
+from hetsched.jobs.rl.policy import policy_by_name, policy_from_checkpoint
 from hetsched.jobs.sim.config import SimulationConfig
 from hetsched.jobs.sim.simulator import Simulator
-from hetsched.jobs.traces.estimates import fill_requested_times
-from hetsched.jobs.traces.synthetic import generate
 
 QUEUE = 16
 
@@ -29,16 +28,6 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def small():
-    """400 synthetic Philly jobs on 6 nodes (3 x 2 GPUs, 3 x 8 GPUs): queues build up."""
-    nodes = [Node(f"a{i}", "P100x2", 2, 24.0, 131072.0) for i in range(3)]
-    nodes += [Node(f"b{i}", "P100x8", 8, 48.0, 491520.0) for i in range(3)]
-    jobs = fill_requested_times(generate("philly", 400, seed=2), "noisy", seed=2)
-    jobs = jobs.with_columns(num_gpus=np.minimum(jobs.num_gpus, 8))
-    return jobs, Cluster(nodes, name="tiny-philly")
 
 
 def _obs(agent: JobScoringAgent, rows: int, rng: np.random.Generator) -> torch.Tensor:
@@ -96,7 +85,7 @@ def test_checkpoint_round_trip(tmp_path):
     assert meta == {"base_policy": "sjf", "metric": "bsld"}
     ov = torch.rand(1, QUEUE, OBS_FEATURES)
     assert torch.equal(agent.logits(ov), loaded.logits(ov))
-    assert RLPriorityPolicy.from_checkpoint(path).name == "RL-sjf"
+    assert policy_from_checkpoint(path).policy.name == "RL-sjf"
 
 
 def test_bad_checkpoints_are_rejected_with_the_file_named(tmp_path):
@@ -108,12 +97,12 @@ def test_bad_checkpoints_are_rejected_with_the_file_named(tmp_path):
         load_checkpoint(garbage)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(3)}, foreign)
-    with pytest.raises(DataError, match="not an RLTune agent checkpoint"):
+    with pytest.raises(DataError, match="not a hetsched jobs agent checkpoint"):
         load_checkpoint(foreign)
     bad_shape = tmp_path / "bad_shape.pt"
     save_checkpoint(bad_shape, JobScoringAgent(8), {})
     payload = torch.load(bad_shape, weights_only=True)
-    payload["max_queue"] = 9
+    payload["architecture"]["max_queue"] = 9
     torch.save(payload, bad_shape)
     with pytest.raises(DataError, match="weights do not match"):
         load_checkpoint(bad_shape)
@@ -126,7 +115,7 @@ def test_policy_plugs_into_the_simulator_by_path(small, tmp_path):
     torch.manual_seed(4)
     save_checkpoint(path, JobScoringAgent(QUEUE), {"base_policy": "fcfs"})
     by_path = policy_by_name(str(path))
-    loaded = RLPriorityPolicy.from_checkpoint(path)
+    loaded = policy_from_checkpoint(path).policy
     results = [Simulator(window, cluster, p, SimulationConfig()).run() for p in (by_path, loaded)]
     assert results[0].finished.all()
     assert np.array_equal(results[0].start_s, results[1].start_s)  # deterministic
@@ -161,7 +150,7 @@ def test_episode_reward_is_the_normalised_gap_and_deterministic(small):
         runs.append((first, steps, reward))
         assert steps == outcome.decisions >= 1
         assert reward == pytest.approx(normalised_gap(outcome.base, outcome.rl, "bsld"))
-        assert outcome.base == pytest.approx(env.base_score(outcome.start))
+        assert outcome.base == pytest.approx(env.episodes.base_score(outcome.start))
     assert np.array_equal(runs[0][0], runs[1][0]) and runs[0][1:] == runs[1][1:]
     with pytest.raises(HetschedError, match="before reset"):
         env.step(0)
@@ -181,7 +170,7 @@ def test_normalised_gap_and_bad_environment_options(small):
         PrioritisationEnv(jobs, cluster, episode_jobs=999)
     big = Cluster([Node(f"n{i}", "P100x8", 8) for i in range(200)])
     env = PrioritisationEnv(jobs, big, episode_jobs=32, max_queue=QUEUE)
-    with pytest.raises(HetschedError, match="no episode offered a choice"):
+    with pytest.raises(HetschedError, match="no episode offered the agent a decision"):
         env.reset(seed=0)
 
 

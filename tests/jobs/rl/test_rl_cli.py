@@ -161,4 +161,4 @@ def test_golden_alibaba_gpu_2023(shared_traces):
         assert summary["wait_s"] == pytest.approx(wait_s, rel=1e-4)
         assert summary["bsld"] == pytest.approx(bsld, rel=1e-4)
     env = PrioritisationEnv(scenario.train, scenario.cluster, "fcfs", "wait")
-    assert env.base_score(5337) == pytest.approx(124.2129, rel=1e-4)
+    assert env.episodes.base_score(5337) == pytest.approx(124.2129, rel=1e-4)

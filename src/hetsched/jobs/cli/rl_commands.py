@@ -23,10 +23,10 @@ from hetsched.jobs.cli.option_groups import TRACE_HELP, option_group
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.rl.agent import load_checkpoint
-from hetsched.jobs.rl.environment import EpisodeOutcome, check_metric
+from hetsched.jobs.rl.episodes import EpisodeOutcome, check_metric
 from hetsched.jobs.rl.evaluation import evaluate_agents, write_report
 from hetsched.jobs.rl.scenario import Scenario, load_scenario
-from hetsched.jobs.rl.training import TrainConfig, plot_training_curve, train_agent
+from hetsched.jobs.rl.training import TrainConfig, check_agent, plot_training_curve, train_agent
 
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
 
@@ -104,27 +104,34 @@ def _describe(console: Console, scenario: Scenario) -> dict[str, object]:
 @option_group("data")
 def train(
     data: ScenarioOptions = ScenarioOptions(),
+    agent: str = typer.Option(
+        "rltune", help="Agent: rltune (RLTune's prioritiser) or rlscheduler (RLScheduler's kernel)."
+    ),
     base_policy: str = typer.Option("fcfs", help="Base policy of the reward (fcfs = FIFO)."),
     metric: str = typer.Option("wait", help="Reward metric: wait, jct, bsld or util."),
     epochs: int = typer.Option(10, help="Training epochs."),
     trajectories_per_epoch: int = typer.Option(100, help="Episodes per epoch (paper: 100)."),
     trajectories_per_update: int = typer.Option(4, help="Episodes per PPO update."),
     episode_jobs: int = typer.Option(256, help="Jobs per episode (paper: 256)."),
-    max_queue: int = typer.Option(256, help="MAX_QUEUE_SIZE: visible queue slots."),
+    max_queue: int | None = typer.Option(
+        None, help="Visible queue slots (default: the agent's paper's: RLTune 256, else 128)."
+    ),
     placement: str = typer.Option("pack", help="Placer: pack, spread or milp."),
     learning_rate: float = typer.Option(1e-3, help="Adam learning rate."),
     gae_lambda: float = typer.Option(1.0, help="GAE lambda (1 = Monte Carlo returns)."),
     seed: int = typer.Option(0, help="Training seed (weights, sampling, episode starts)."),
     out: Path = typer.Option(Path("runs/jobs/train"), help="Output folder."),
 ) -> None:
-    """Trains the RL prioritiser with PPO against a base policy; saves checkpoints and curves."""
-
+    """Trains a learned scheduler with PPO (RLTune's prioritiser or RLScheduler's kernel); saves
+    checkpoints and curves."""
+    check_agent(agent)
     check_metric(metric)
     make_policy(base_policy)
     _single_threaded_torch()
     PLACERS.get(placement)
     try:
         config = TrainConfig(
+            agent=agent,
             base_policy=base_policy,
             metric=metric,
             epochs=epochs,
@@ -146,14 +153,15 @@ def train(
     started = time.perf_counter()
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[last]}"))
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(f"training vs {base_policy} ({metric})", total=total, last="")
+        task = progress.add_task(f"training {agent} ({metric})", total=total, last="")
 
         def advance(index: int, outcome: EpisodeOutcome) -> None:
             progress.update(task, advance=1, last=f"last reward {outcome.reward:+.3f}")
 
         run = train_agent(scenario.train, scenario.cluster, config, out, advance)
     wall_s = time.perf_counter() - started
-    table = Table(title=f"training vs {base_policy}, metric {metric} (reward = normalised gap)")
+    title = f"training {agent}, metric {metric}; improvement = normalised gap to {base_policy}"
+    table = Table(title=title)
     for column in ("epoch", "episodes", "improvement", "base", "RL", "decisions/episode"):
         table.add_column(column, justify="right")
     for h in run.history:
@@ -167,7 +175,9 @@ def train(
         )
     console.print(table)
     plot_training_curve(
-        run.history, f"{scenario.name}: RL vs {base_policy} ({metric})", out / "training_curve.png"
+        run.history,
+        f"{scenario.name}: {agent} vs {base_policy} ({metric})",
+        out / "training_curve.png",
     )
     summary = {"scenario": info, "wall_s": wall_s, "checkpoint": str(run.checkpoint)}
     (out / "run.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -1,4 +1,8 @@
-"""RLTune's learning part: Table 3 features (:mod:`.features`), the actor-critic and its checkpoints
-(:mod:`.agent`), the trained policy and policies by name or checkpoint (:mod:`.policy`), the
+"""The learned schedulers: RLTune's prioritiser and the two learned baselines of its Table 9.
+
+RLTune's Table 3 features (:mod:`.features`) and RLScheduler's observation
+(:mod:`.rlscheduler_features`), by name in :mod:`.feature_sets`; the queue-scoring actor-critic
+and every agent's checkpoints (:mod:`.agent`); trained agents as priority policies and policies by
+name or checkpoint (:mod:`.policy`); the training episodes and rewards (:mod:`.episodes`), the
 Gymnasium environment (:mod:`.environment`), PPO training (:mod:`.training`), the held-out
 evaluation (:mod:`.evaluation`) and the scenario both run on (:mod:`.scenario`)."""

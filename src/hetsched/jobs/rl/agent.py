@@ -1,18 +1,21 @@
-"""RLTune's actor-critic (Fig. 9) and its checkpoints.
+"""The queue-scoring actor-critic of RLTune (Fig. 9) and RLScheduler (its "kernel"), and the
+checkpoints of every jobs agent.
 
-The actor is one small 3-layer MLP applied to every queue slot with shared weights (the paper's
-"sliding window" over the jobs), so the priority of a job depends on its own 8 features and the
+The actor is one small MLP applied to every queue slot with shared weights (RLTune's "sliding
+window", RLScheduler's kernel), so the priority of a job depends on its own features and the
 network is the same size for any ``max_queue``. Padded slots and jobs that cannot start now are
-masked out of the softmax (``hetsched.rl.MaskedCategorical``). The critic is a 3-layer MLP over the
-flattened critic vector of the whole queue (``max_queue x 5``) that returns one value.
+masked out of the softmax (``hetsched.rl.MaskedCategorical``). The critic is an MLP over the
+flattened critic vector of the whole window that returns one value. Which observation the agent
+reads (RLTune's 8 sampled Table 3 features or RLScheduler's 4) is its feature set
+(:mod:`.feature_sets`).
 
-Checkpoints are plain ``torch.save`` dictionaries of tensors and numbers, read back with
+Checkpoints are plain ``torch.save`` dictionaries of tensors, numbers and strings (the agent kind,
+its architecture, its weights, the training metadata), read back with
 ``torch.load(weights_only=True)`` so loading a file never runs code from it.
 """
 
 from __future__ import annotations
 
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,64 +24,71 @@ import torch
 from torch import nn
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.rl.features import CRITIC_FEATURES, MAX_QUEUE_SIZE, OBS_FEATURES, QueueFeatures
+from hetsched.jobs.rl.feature_sets import get_feature_set
+from hetsched.jobs.rl.features import QueueFeatures
+from hetsched.jobs.rl.mlp import tanh_mlp
 from hetsched.rl import ActionAndValue, MaskedCategorical
 
-CHECKPOINT_FORMAT = "hetsched-rltune-agent-v1"
-
-
-def _mlp(sizes: tuple[int, ...], out_std: float) -> nn.Sequential:
-    """Tanh MLP with orthogonal initialisation (small output std, as CleanRL's heads)."""
-    layers: list[nn.Module] = []
-    for i, (width_in, width_out) in enumerate(pairwise(sizes)):
-        layer = nn.Linear(width_in, width_out)
-        last = i == len(sizes) - 2
-        nn.init.orthogonal_(layer.weight, out_std if last else np.sqrt(2))
-        nn.init.zeros_(layer.bias)
-        layers.append(layer)
-        if not last:
-            layers.append(nn.Tanh())
-    return nn.Sequential(*layers)
+CHECKPOINT_FORMAT = "hetsched-jobs-agent-v2"
 
 
 class JobScoringAgent(nn.Module):
-    """Per-job shared scoring actor + queue critic (an :class:`hetsched.rl.ActorCritic`).
+    """Per-job shared scoring actor + window critic (an :class:`hetsched.rl.ActorCritic`).
 
     Args:
-        max_queue: Queue slots in an observation (MAX_QUEUE_SIZE).
-        actor_hidden: Widths of the actor's two hidden layers.
-        critic_hidden: Widths of the critic's two hidden layers.
+        max_queue: Queue slots in an observation (default: the feature set's window).
+        actor_hidden: Hidden widths of the shared scorer (default: the feature set's).
+        critic_hidden: Hidden widths of the critic (default: the feature set's).
+        feature_set: ``rltune`` (RLTune's agent) or ``rlscheduler`` (RLScheduler's kernel).
     """
 
     def __init__(
         self,
-        max_queue: int = MAX_QUEUE_SIZE,
-        actor_hidden: tuple[int, int] = (32, 16),
-        critic_hidden: tuple[int, int] = (64, 32),
+        max_queue: int | None = None,
+        actor_hidden: tuple[int, ...] | None = None,
+        critic_hidden: tuple[int, ...] | None = None,
+        feature_set: str = "rltune",
     ) -> None:
         super().__init__()
-        if max_queue < 1:
-            raise ValueError(f"max_queue must be >= 1, got {max_queue}")
-        self.max_queue = max_queue
-        self.actor_hidden = tuple(actor_hidden)
-        self.critic_hidden = tuple(critic_hidden)
-        self.actor = _mlp((OBS_FEATURES, *self.actor_hidden, 1), 0.01)
-        self.critic = _mlp((max_queue * CRITIC_FEATURES, *self.critic_hidden, 1), 1.0)
+        features = get_feature_set(feature_set)
+        self.feature_set = feature_set
+        self.max_queue = features.max_queue if max_queue is None else max_queue
+        if self.max_queue < 1:
+            raise ValueError(f"max_queue must be >= 1, got {self.max_queue}")
+        self.actor_hidden = tuple(actor_hidden or features.actor_hidden)
+        self.critic_hidden = tuple(critic_hidden or features.critic_hidden)
+        self.job_features = features.job_features
+        self.critic_features = features.critic_features
+        self.actor = tanh_mlp((self.job_features, *self.actor_hidden, 1), 0.01)
+        self.critic = tanh_mlp((self.max_queue * self.critic_features, *self.critic_hidden, 1), 1.0)
+
+    @property
+    def kind(self) -> str:
+        """The agent's name in checkpoints and ``--agent``: its feature set."""
+        return self.feature_set
+
+    def architecture(self) -> dict[str, Any]:
+        """What rebuilds the network before its weights are loaded."""
+        return {
+            "max_queue": self.max_queue,
+            "actor_hidden": list(self.actor_hidden),
+            "critic_hidden": list(self.critic_hidden),
+        }
 
     @property
     def obs_dim(self) -> int:
-        """Length of a flat observation: OV (max_queue x 8) then CV (max_queue x 5)."""
-        return self.max_queue * (OBS_FEATURES + CRITIC_FEATURES)
+        """Length of a flat observation: OV (max_queue x job features) then CV."""
+        return self.max_queue * (self.job_features + self.critic_features)
 
     def split(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Flat ``(batch, obs_dim)`` observations -> OV ``(batch, Q, 8)``, CV ``(batch, Q*5)``."""
+        """Flat ``(batch, obs_dim)`` observations -> OV ``(batch, Q, F)``, CV ``(batch, Q*C)``."""
         if obs.shape[-1] != self.obs_dim:
             raise ValueError(
                 f"observation has {obs.shape[-1]} values, agent expects {self.obs_dim}"
             )
-        cut = self.max_queue * OBS_FEATURES
-        ov = obs[..., :cut].reshape(-1, self.max_queue, OBS_FEATURES)
-        return ov, obs[..., cut:].reshape(-1, self.max_queue * CRITIC_FEATURES)
+        cut = self.max_queue * self.job_features
+        ov = obs[..., :cut].reshape(-1, self.max_queue, self.job_features)
+        return ov, obs[..., cut:].reshape(-1, self.max_queue * self.critic_features)
 
     def logits(self, ov: torch.Tensor) -> torch.Tensor:
         """Priority logit per slot, ``(batch, Q)``: the shared actor applied to every job."""
@@ -108,15 +118,14 @@ class JobScoringAgent(nn.Module):
 
 
 def save_checkpoint(path: str | Path, agent: JobScoringAgent, meta: dict[str, Any]) -> None:
-    """Writes the weights, the architecture and ``meta`` (numbers and strings only)."""
+    """Writes the agent's kind, architecture and weights and ``meta`` (numbers and strings)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
             "format": CHECKPOINT_FORMAT,
-            "max_queue": agent.max_queue,
-            "actor_hidden": list(agent.actor_hidden),
-            "critic_hidden": list(agent.critic_hidden),
+            "kind": agent.kind,
+            "architecture": agent.architecture(),
             "state_dict": agent.state_dict(),
             "meta": meta,
         },
@@ -124,11 +133,20 @@ def save_checkpoint(path: str | Path, agent: JobScoringAgent, meta: dict[str, An
     )
 
 
+def _build(kind: str, architecture: dict[str, Any]) -> JobScoringAgent:
+    return JobScoringAgent(
+        int(architecture["max_queue"]),
+        tuple(architecture["actor_hidden"]),
+        tuple(architecture["critic_hidden"]),
+        kind,
+    )
+
+
 def load_checkpoint(path: str | Path) -> tuple[JobScoringAgent, dict[str, Any]]:
     """Reads a checkpoint written by :func:`save_checkpoint`.
 
     Raises:
-        DataError: If the file is missing, not a torch file, or not an RLTune agent checkpoint.
+        DataError: If the file is missing, not a torch file, or not a jobs agent checkpoint.
     """
     path = Path(path)
     if not path.is_file():
@@ -141,16 +159,12 @@ def load_checkpoint(path: str | Path) -> tuple[JobScoringAgent, dict[str, Any]]:
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise DataError(
-            f"not an RLTune agent checkpoint (expected {CHECKPOINT_FORMAT})", path=str(path)
+            f"not a hetsched jobs agent checkpoint (expected {CHECKPOINT_FORMAT})", path=str(path)
         )
-    agent = JobScoringAgent(
-        int(payload["max_queue"]),
-        tuple(payload["actor_hidden"]),
-        tuple(payload["critic_hidden"]),
-    )
     try:
+        agent = _build(str(payload["kind"]), dict(payload["architecture"]))
         agent.load_state_dict(payload["state_dict"])
-    except RuntimeError as error:
+    except (KeyError, ValueError, RuntimeError) as error:
         raise DataError(f"weights do not match the architecture: {error}", path=str(path)) from None
     agent.eval()
     return agent, dict(payload.get("meta", {}))

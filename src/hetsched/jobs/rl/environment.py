@@ -1,17 +1,17 @@
-"""A Gymnasium environment for RLTune's prioritisation decision (Fig. 8's RL pipeline).
+"""A Gymnasium environment for the prioritisation decision (RLTune's Fig. 8 pipeline, and
+RLScheduler's kernel on its own observation).
 
-An episode replays ``episode_jobs`` consecutive jobs from a random start of the training trace on
-an empty cluster. Whenever two or more visible jobs could start now, the agent picks the one to
-start next; everything else (arrivals, completions, placement, jobs that are alone in fitting) is
-the simulator's. The reward comes once, at the end: the normalised gap between the base policy's
-and the agent's mean metric on the same jobs, ``(base − rl) / max(base, rl, 1)`` (section 3.2;
-sign flipped for utilisation, where higher is better).
+An episode (:mod:`.episodes`) replays ``episode_jobs`` consecutive jobs from a random start of the
+training trace on an empty cluster. Whenever two or more visible jobs could start now, the agent
+picks the one to start next; everything else (arrivals, completions, placement, jobs that are alone
+in fitting) is the simulator's. The reward comes once, at the end (:mod:`.episodes`).
 
 The simulator is event-driven and calls its policy back; to give Gymnasium's ``step`` the control,
 the episode's simulation runs in a worker thread that hands each decision to ``step`` and waits for
 the action. Exactly one side runs at a time, so episodes are as deterministic as the simulator.
-Training uses :meth:`PrioritisationEnv.play` instead, the same decisions called back in one thread:
-a thread hand-off per decision costs milliseconds on a loaded machine.
+Training uses :meth:`EpisodeSampler.play <hetsched.jobs.rl.episodes.EpisodeSampler.play>` with a
+:class:`DecisionPolicy` instead, the same decisions called back in one thread: a thread hand-off
+per decision costs milliseconds on a loaded machine.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -28,77 +27,40 @@ import numpy as np
 
 from hetsched.core.errors import HetschedError
 from hetsched.jobs.cluster.model import Cluster
-from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.policies.queue_state import QueueState
-from hetsched.jobs.rl.features import (
-    CRITIC_FEATURES,
-    MAX_QUEUE_SIZE,
-    OBS_FEATURES,
-    QueueFeatures,
-    build_features,
-    choice_possible,
-)
-from hetsched.jobs.sim.config import SimulationConfig
-from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.rl.episodes import MAX_REDRAWS, NO_DECISION, EpisodeOutcome, EpisodeSampler
+from hetsched.jobs.rl.feature_sets import get_feature_set
+from hetsched.jobs.rl.features import choice_possible
 from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.traces.job_table import JobTable
 
-MAX_REDRAWS = 20
-"""Random starts tried before giving up on finding an episode with a decision in it."""
-NO_DECISION = (
-    "no episode offered a choice between two startable jobs; the cluster is too large for this"
-    " trace (try a smaller --cluster-fraction or a higher --arrival-compression)"
-)
-#: Metric name -> (summary key, True when lower is better).
-METRICS: dict[str, tuple[str, bool]] = {
-    "wait": ("wait_s", True),
-    "jct": ("jct_s", True),
-    "bsld": ("bsld", True),
-    "util": ("utilisation_pct", False),
-}
-
-
-def check_metric(metric: str) -> str:
-    """Returns ``metric`` if known.
-
-    Raises:
-        HetschedError: Naming the unknown metric and the known ones.
-    """
-    if metric not in METRICS:
-        raise HetschedError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
-    return metric
-
-
-def metric_value(result: SimulationResult, metric: str) -> float:
-    """The episode's mean ``metric`` (utilisation in %)."""
-    return float(result.summary()[METRICS[check_metric(metric)][0]])
-
-
-def normalised_gap(base: float, rl: float, metric: str) -> float:
-    """(base − rl) / max(base, rl, 1) for lower-is-better metrics, (rl − base) / ... otherwise."""
-    gap = (base - rl) if METRICS[check_metric(metric)][1] else (rl - base)
-    return gap / max(base, rl, 1.0)
+Chooser = Callable[[np.ndarray, np.ndarray], int]
+"""``(flat observation, action mask) -> action``: how a policy asks an agent."""
 
 
 class DecisionPolicy:
     """The policy of the agent's pipeline: when two or more visible jobs could start now, asks
-    ``choose(features)`` for the slot of the one to start next; otherwise whatever fits starts.
+    ``choose(observation, mask)`` for the slot of the one to start next; otherwise whatever fits
+    starts.
 
     ``starts_per_pass = 1`` makes the simulator come back after every start, so each decision
     sees the free resources left by the previous one.
 
     Args:
-        choose: Maps the queue's features to a slot; a slot whose job cannot start now is replaced
-            by the oldest job that can.
+        choose: Maps the window's flat observation and its mask (the slots whose job can start
+            now) to a slot; a slot whose job cannot start now is replaced by the oldest job that
+            can.
         max_queue: Visible queue slots.
+        feature_set: The observation the agent reads (``rltune`` or ``rlscheduler``).
     """
 
     starts_per_pass = 1
     name = "rl"
 
-    def __init__(self, choose: Callable[[QueueFeatures], int], max_queue: int) -> None:
+    def __init__(self, choose: Chooser, max_queue: int, feature_set: str = "rltune") -> None:
         self.choose = choose
         self.max_queue = max_queue
+        self.build = get_feature_set(feature_set).build
         self.decisions = 0
 
     def score(self, state: QueueState) -> np.ndarray:
@@ -106,12 +68,12 @@ class DecisionPolicy:
         scores = np.arange(len(state.queue), dtype=np.float64)
         if not choice_possible(state, self.max_queue):
             return scores  # at most one job can start: nothing to choose
-        features = build_features(state, self.max_queue)
+        features = self.build(state, self.max_queue)
         visible = len(features.queue)
         scores[:visible] += np.where(features.can_start[:visible], 0.0, len(scores))
         if int(features.can_start.sum()) < 2:
             return scores  # the one job that can start goes first; no choice
-        slot = int(self.choose(features))
+        slot = int(self.choose(features.flat(), features.can_start.copy()))
         self.decisions += 1
         if not 0 <= slot < self.max_queue or not features.can_start[slot]:
             slot = int(np.flatnonzero(features.can_start)[0])
@@ -126,19 +88,19 @@ class _AbandonedError(Exception):
 class _Episode:
     """One simulation running in a worker thread, paused at each decision (Gymnasium's side)."""
 
-    def __init__(self, simulator_for: Callable[[DecisionPolicy], Simulator], max_queue: int):
+    def __init__(self, simulator_for: Callable[[Chooser], Simulator]):
         self.to_env: queue.Queue = queue.Queue(maxsize=1)
         self.to_sim: queue.Queue = queue.Queue(maxsize=1)
-        simulator = simulator_for(DecisionPolicy(self._handoff, max_queue))
+        simulator = simulator_for(self._handoff)
         self.thread = threading.Thread(target=self._run, args=(simulator,), daemon=True)
         self.thread.start()
 
-    def _handoff(self, features: QueueFeatures) -> int:
-        self.to_env.put(("decide", features))
+    def _handoff(self, observation: np.ndarray, mask: np.ndarray) -> int:
+        self.to_env.put(("decide", (observation, mask)))
         slot = self.to_sim.get()
         if slot is None:
             raise _AbandonedError
-        return slot
+        return int(slot)
 
     def _run(self, simulator: Simulator) -> None:
         try:
@@ -149,7 +111,7 @@ class _Episode:
             self.to_env.put(("error", error))
 
     def next(self) -> tuple[str, Any]:
-        """Waits for the next ``("decide", features)`` or the final ``("done", result)``."""
+        """Waits for the next ``("decide", (obs, mask))`` or the final ``("done", result)``."""
         kind, payload = self.to_env.get()
         if kind == "error":
             raise payload
@@ -167,17 +129,6 @@ class _Episode:
             self.thread.join()
 
 
-@dataclass
-class EpisodeOutcome:
-    """Base and agent metric of a finished episode."""
-
-    start: int
-    base: float
-    rl: float
-    reward: float
-    decisions: int
-
-
 class PrioritisationEnv(gym.Env):
     """Pick the next job to start from a masked, zero-padded queue.
 
@@ -187,13 +138,14 @@ class PrioritisationEnv(gym.Env):
         replaced by the oldest job that can start.
 
     Observation Space:
-        ``Box(0, 1, (max_queue * 13,))``: the observation vector (``max_queue x 8`` sampled
-        features, :mod:`hetsched.jobs.features`) then the critic vector (``max_queue x 5``);
-        padded slots are zero.
+        ``Box(0, 1, (max_queue * (F + C),))``: the observation vector (``max_queue x F``
+        per-job features: RLTune's 8 sampled ones, :mod:`hetsched.jobs.rl.features`, or
+        RLScheduler's 4) then the critic vector (``max_queue x C``); padded slots are zero.
 
     Rewards:
-        0 for every decision but the last; then ``(base − rl) / max(base, rl, 1)`` of the chosen
-        metric between the base policy and the agent on the episode's jobs.
+        0 for every decision but the last; then the episode's reward (:mod:`.episodes`): by default
+        ``(base − rl) / max(base, rl, 1)`` of the chosen metric between the base policy and the
+        agent on the episode's jobs.
 
     Episode End:
         Terminated when every job of the episode has finished; the final observation is all zeros.
@@ -204,8 +156,10 @@ class PrioritisationEnv(gym.Env):
         base_policy: Registered policy the reward compares with (``fcfs``, ``sjf``, ...).
         metric: ``wait``, ``jct``, ``bsld`` or ``util``.
         episode_jobs: Jobs per episode (256 in the paper).
-        max_queue: Visible queue slots (MAX_QUEUE_SIZE).
+        max_queue: Visible queue slots (default: the feature set's window).
         placer: Placer of both pipelines (``pack``, ``spread``, ``milp``).
+        feature_set: ``rltune`` or ``rlscheduler``.
+        reward: ``gap`` or ``metric`` (:mod:`.episodes`).
     """
 
     def __init__(
@@ -215,89 +169,57 @@ class PrioritisationEnv(gym.Env):
         base_policy: str = "fcfs",
         metric: str = "wait",
         episode_jobs: int = 256,
-        max_queue: int = MAX_QUEUE_SIZE,
+        max_queue: int | None = None,
         placer: str = "pack",
+        feature_set: str = "rltune",
+        reward: str = "gap",
     ) -> None:
         super().__init__()
         self.metadata = {"render_modes": []}
-        self.metric = check_metric(metric)
-        make_policy(base_policy)  # an unknown name fails here, listing the known ones
-        if episode_jobs < 2 or episode_jobs > len(jobs):
-            raise HetschedError(
-                f"episodes of {episode_jobs} jobs need a trace of at least that many (>= 2);"
-                f" the training part has {len(jobs)}"
-            )
-        self.jobs, self.cluster = jobs, cluster
-        self.base_policy, self.episode_jobs, self.max_queue = base_policy, episode_jobs, max_queue
-        self.config = SimulationConfig(placer=placer, drop_unrunnable=True)
-        width = max_queue * (OBS_FEATURES + CRITIC_FEATURES)
+        features = get_feature_set(feature_set)
+        self.episodes = EpisodeSampler(
+            jobs, cluster, base_policy, metric, episode_jobs, placer, reward
+        )
+        self.feature_set = feature_set
+        self.max_queue = features.max_queue if max_queue is None else max_queue
+        self._features_per_slot = features.job_features + features.critic_features
+        width = self.max_queue * self._features_per_slot
         self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(width,), dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(max_queue)
-        self._base_cache: dict[int, float] = {}
+        self.action_space = gym.spaces.Discrete(self.max_queue)
         self._episode: _Episode | None = None
         self._start = 0
         self._decisions = 0
         self.last_outcome: EpisodeOutcome | None = None
 
-    def _window(self, start: int) -> JobTable:
-        return self.jobs.window(start, self.episode_jobs)
+    def decision_policy(self, choose: Chooser) -> DecisionPolicy:
+        """The agent pipeline's policy, asking ``choose`` at each decision."""
+        return DecisionPolicy(choose, self.max_queue, self.feature_set)
 
-    def simulator(self, start: int, policy: DecisionPolicy) -> Simulator:
-        """The agent pipeline's simulation of the episode starting at ``start``."""
-        return Simulator(self._window(start), self.cluster, policy, self.config)
+    def _simulator(self, start: int, choose: Chooser) -> Simulator:
+        return self.episodes.simulator(start, self.decision_policy(choose))
 
-    def seed_starts(self, seed: int) -> None:
-        """Seeds the episode-start generator without starting an episode."""
-        super().reset(seed=seed)
-
-    def sample_start(self) -> int:
-        """A random episode start (from the generator seeded by ``reset(seed=...)``)."""
-        return int(self.np_random.integers(0, len(self.jobs) - self.episode_jobs + 1))
-
-    def base_score(self, start: int) -> float:
-        """The base policy's mean metric on the episode starting at ``start`` (cached)."""
-        if start not in self._base_cache:
-            result = Simulator(
-                self._window(start), self.cluster, make_policy(self.base_policy), self.config
-            ).run()
-            self._base_cache[start] = metric_value(result, self.metric)
-        return self._base_cache[start]
-
-    def outcome(self, start: int, result: SimulationResult, decisions: int) -> EpisodeOutcome:
-        """The episode's reward: the normalised gap between base and agent (section 3.2)."""
-        base = self.base_score(start)
-        rl = metric_value(result, self.metric)
-        return EpisodeOutcome(start, base, rl, normalised_gap(base, rl, self.metric), decisions)
-
-    def play(self, choose: Callable[[QueueFeatures], int]) -> EpisodeOutcome:
+    def play(self, choose: Chooser) -> EpisodeOutcome:
         """Plays one episode from a random start in this thread, ``choose`` deciding (the fast
-        path of training: no thread hand-off per decision). Starts without a decision are
-        redrawn."""
-        for _attempt in range(MAX_REDRAWS):
-            start = self.sample_start()
-            policy = DecisionPolicy(choose, self.max_queue)
-            result = self.simulator(start, policy).run()
-            if policy.decisions:
-                return self.outcome(start, result, policy.decisions)
-        raise HetschedError(NO_DECISION)
-
-    def _observation(self, features: QueueFeatures) -> tuple[np.ndarray, dict[str, Any]]:
-        return features.flat(), {"action_mask": features.can_start.copy()}
+        path of training: no thread hand-off per decision)."""
+        return self.episodes.play(lambda: self.decision_policy(choose))
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Starts an episode at ``options["start"]`` or a random start with a decision in it."""
         super().reset(seed=seed)
+        if seed is not None:
+            self.episodes.seed_starts(seed)
         self.close()
         fixed_start = None if options is None else options.get("start")
         for _attempt in range(1 if fixed_start is not None else MAX_REDRAWS):
-            start = int(fixed_start) if fixed_start is not None else self.sample_start()
-            self._episode = _Episode(partial(self.simulator, start), self.max_queue)
+            start = int(fixed_start) if fixed_start is not None else self.episodes.sample_start()
+            self._episode = _Episode(partial(self._simulator, start))
             kind, payload = self._episode.next()
             if kind == "decide":
                 self._start, self._decisions = start, 0
-                return self._observation(payload)
+                observation, mask = payload
+                return observation, {"action_mask": mask}
             self._episode = None
         raise HetschedError(NO_DECISION)
 
@@ -308,14 +230,14 @@ class PrioritisationEnv(gym.Env):
         self._decisions += 1
         kind, payload = self._episode.act(int(action))
         if kind == "decide":
-            obs, info = self._observation(payload)
-            return obs, 0.0, False, False, info
+            observation, mask = payload
+            return observation, 0.0, False, False, {"action_mask": mask}
         self._episode = None
-        self.last_outcome = self.outcome(self._start, payload, self._decisions)
+        self.last_outcome = self.episodes.outcome(self._start, payload, self._decisions)
         mask = np.zeros(self.max_queue, dtype=bool)
         mask[0] = True  # keeps the terminal mask usable by a sampler; never acted upon
         info = {"action_mask": mask, "episode": self.last_outcome}
-        obs = np.zeros(self.max_queue * (OBS_FEATURES + CRITIC_FEATURES), np.float32)
+        obs = np.zeros(self.max_queue * self._features_per_slot, np.float32)
         return obs, self.last_outcome.reward, True, False, info
 
     def close(self) -> None:

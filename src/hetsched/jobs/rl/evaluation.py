@@ -19,8 +19,8 @@ import numpy as np
 
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.policies.heuristics import make_policy
-from hetsched.jobs.rl.agent import load_checkpoint
-from hetsched.jobs.rl.policy import RLPriorityPolicy
+from hetsched.jobs.policies.queue_state import PriorityPolicy
+from hetsched.jobs.rl.policy import policy_from_checkpoint
 from hetsched.jobs.sim.config import SimulationConfig
 from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.sim.windows import window_starts
@@ -116,15 +116,16 @@ def evaluate_agents(
     on_run: Callable[[], None] | None = None,
 ) -> EvaluationReport:
     """Replays ``windows`` seeded windows of ``jobs`` under each base and each checkpoint."""
-    agents = {}
+    agents: dict[str, PriorityPolicy] = {}
     trained_on = {}
     for path in checkpoints:
-        agent, meta = load_checkpoint(path)
-        label = f"RL-{meta.get('base_policy', 'unknown')}"
+        loaded = policy_from_checkpoint(path)
+        label = loaded.policy.name
         if label in agents:
             label = f"{label}({Path(path).stem})"
-        agents[label] = agent
-        trained_on[label] = str(meta.get("base_policy", "unknown"))
+            loaded = policy_from_checkpoint(path, label)
+        agents[label] = loaded.policy
+        trained_on[label] = str(loaded.meta.get("base_policy", "unknown"))
     for base in bases:
         make_policy(base)  # unknown names fail before any simulation
     starts = window_starts(len(jobs), window_size, windows, seed).tolist()
@@ -139,8 +140,7 @@ def evaluate_agents(
             )
             if on_run is not None:
                 on_run()
-        for label, agent in agents.items():
-            policy = RLPriorityPolicy(agent, label)
+        for label, policy in agents.items():
             agent_runs[label].append(Simulator(window, cluster, policy, config).run().summary())
             if on_run is not None:
                 on_run()

@@ -1,27 +1,31 @@
-"""The trained actor as a priority policy, and policies by name or checkpoint path.
+"""Trained agents as priority policies, and policies by name or checkpoint path.
 
-:class:`RLPriorityPolicy` plugs a checkpoint into the simulator (or the Slurm adapter) as an
-ordinary :class:`~hetsched.jobs.policies.PriorityPolicy`. :func:`policy_by_name` is the one place
-where a ``--policy`` value becomes a policy: a registered heuristic's name, or a path ending in
-``.pt`` for a checkpoint written by ``hetsched jobs train``.
+:class:`RLPriorityPolicy` plugs a queue-scoring agent (RLTune's or RLScheduler's) into the
+simulator (or the Slurm adapter) as an ordinary :class:`~hetsched.jobs.policies.PriorityPolicy`.
+:func:`policy_from_checkpoint` turns any checkpoint written by ``hetsched jobs train`` into its
+policy, and :func:`policy_by_name` is the one place where a ``--policy`` value becomes a policy:
+a registered heuristic's name, or a path ending in ``.pt`` for a checkpoint.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
 from hetsched.jobs.rl.agent import JobScoringAgent, load_checkpoint
-from hetsched.jobs.rl.features import build_features, choice_possible
+from hetsched.jobs.rl.feature_sets import get_feature_set
+from hetsched.jobs.rl.features import choice_possible
 
 CHECKPOINT_SUFFIX = ".pt"
 
 
 class RLPriorityPolicy:
-    """The trained actor as a :class:`~hetsched.jobs.policies.PriorityPolicy` (lower score first).
+    """A trained queue scorer as a :class:`~hetsched.jobs.policies.PriorityPolicy` (lower first).
 
     Visible jobs (the ``max_queue`` oldest) are ranked by the actor's logits; older jobs beyond the
     window come after them in submission order. ``starts_per_pass = 1`` makes the simulator
@@ -29,7 +33,7 @@ class RLPriorityPolicy:
     with each one, which is also how the agent acted in training.
 
     Args:
-        agent: The actor-critic.
+        agent: The actor-critic (its feature set says which observation it reads).
         name: Label in tables.
     """
 
@@ -38,12 +42,7 @@ class RLPriorityPolicy:
     def __init__(self, agent: JobScoringAgent, name: str = "rltune") -> None:
         self.agent = agent
         self.name = name
-
-    @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, name: str | None = None) -> RLPriorityPolicy:
-        """Loads ``checkpoint``; the default name is ``RL-<base policy it was trained against>``."""
-        agent, meta = load_checkpoint(checkpoint)
-        return cls(agent, name or f"RL-{meta.get('base_policy', 'unknown')}")
+        self.build = get_feature_set(agent.feature_set).build
 
     def score(self, state: QueueState) -> np.ndarray:
         """Negated logits for the visible jobs, +inf (submission order) for the rest; submission
@@ -51,7 +50,7 @@ class RLPriorityPolicy:
         if not choice_possible(state, self.agent.max_queue):
             return np.arange(len(state.queue), dtype=np.float64)
         scores = np.full(len(state.queue), np.inf)
-        features = build_features(state, self.agent.max_queue)
+        features = self.build(state, self.agent.max_queue)
         visible = len(features.queue)
         # Jobs that cannot start now go last, so the simulator does not try to place them first.
         ranked = np.where(features.can_start[:visible], -self.agent.priorities(features), np.inf)
@@ -59,9 +58,43 @@ class RLPriorityPolicy:
         return scores
 
 
+def agent_label(kind: str, meta: dict[str, Any]) -> str:
+    """A checkpoint's name in tables: ``RL-<base>`` for RLTune's agent (trained against that base
+    policy), ``RLScheduler`` (its reward has no base policy)."""
+    if kind == "rlscheduler":
+        return "RLScheduler"
+    return f"RL-{meta.get('base_policy', 'unknown')}"
+
+
+@dataclass
+class LoadedPolicy:
+    """A checkpoint's policy with what tables say about it.
+
+    Attributes:
+        policy: The priority policy (named ``label``).
+        kind: The agent kind (``rltune``, ``rlscheduler``).
+        meta: The training metadata (base policy, metric, seed, ...).
+    """
+
+    policy: PriorityPolicy
+    kind: str
+    meta: dict[str, Any]
+
+
+def policy_from_checkpoint(path: str | Path, name: str | None = None) -> LoadedPolicy:
+    """The policy of the agent saved at ``path``, named ``name`` or :func:`agent_label`'s.
+
+    Raises:
+        DataError: For a missing or unreadable checkpoint.
+    """
+    agent, meta = load_checkpoint(path)
+    policy = RLPriorityPolicy(agent, name or agent_label(agent.kind, meta))
+    return LoadedPolicy(policy, agent.kind, meta)
+
+
 def policy_by_name(name: str, **options: object) -> PriorityPolicy:
     """The policy registered as ``name`` with ``options`` (unknown names list the known ones), or
-    the RL policy of the checkpoint at ``name`` when it ends in ``.pt`` (its label then comes from
+    the policy of the checkpoint at ``name`` when it ends in ``.pt`` (its label then comes from
     the checkpoint; ``options`` are for registered policies only).
 
     Raises:
@@ -69,5 +102,5 @@ def policy_by_name(name: str, **options: object) -> PriorityPolicy:
         DataError: For a missing or unreadable checkpoint.
     """
     if name.endswith(CHECKPOINT_SUFFIX):
-        return RLPriorityPolicy.from_checkpoint(name)
+        return policy_from_checkpoint(name).policy
     return make_policy(name, **options)

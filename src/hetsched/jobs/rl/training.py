@@ -1,12 +1,15 @@
-"""Training RLTune's prioritiser with PPO against a base policy (section 3.1.1, Fig. 8, Fig. 11).
+"""Training a jobs agent with PPO (RLTune section 3.1.1, Fig. 8, Fig. 11; RLScheduler).
 
-One trajectory = one episode of :class:`~hetsched.jobs.environment.PrioritisationEnv` (256 jobs
-from a random start of the training part). Every ``trajectories_per_update`` trajectories the
-agent is updated with the shared PPO of :mod:`hetsched.rl` (clipped surrogate, ε = 0.2; GAE with
+One trajectory = one episode (:mod:`.episodes`: 256 jobs from a random start of the training
+part) under the agent's decision policy. Every ``trajectories_per_update`` trajectories the agent
+is updated with the shared PPO of :mod:`hetsched.rl` (clipped surrogate, ε = 0.2; GAE with
 γ = λ = 1 by default, see ``TrainConfig.gae_lambda``; advantages normalised over the batch); an
-epoch is ``trajectories_per_epoch`` trajectories (100 in the paper). The reward is the episode's
-normalised gap to the base policy, so the mean reward of an epoch is the Fig. 11 curve: the
-agent's improvement over the base policy, in [-1, 1].
+epoch is ``trajectories_per_epoch`` trajectories (100 in the paper). The agents differ in their
+network and observation (:data:`AGENTS`) and their reward: RLTune's is the episode's normalised
+gap to the base policy, RLScheduler's the negated metric (scaled by its running standard
+deviation, so that one set of PPO settings serves seconds of wait and BSLD alike). Each epoch
+records the mean normalised gap, the Fig. 11 curve: the agent's improvement over the base policy,
+in [-1, 1].
 
 Several trajectories go into each update because the reward arrives once per episode: with one
 trajectory, normalising the advantages would erase whether that episode was better or worse than
@@ -23,21 +26,39 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hetsched.core.config import StrictModel
+from hetsched.core.errors import UnknownNameError
 from hetsched.core.seeding import seed_everything
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.rl.agent import JobScoringAgent, save_checkpoint
-from hetsched.jobs.rl.environment import EpisodeOutcome, PrioritisationEnv, check_metric
-from hetsched.jobs.rl.features import MAX_QUEUE_SIZE, QueueFeatures
+from hetsched.jobs.rl.environment import Chooser, DecisionPolicy
+from hetsched.jobs.rl.episodes import DecidingPolicy, EpisodeOutcome, EpisodeSampler, check_metric
 from hetsched.jobs.traces.job_table import JobTable
 from hetsched.rl import PPOConfig, RolloutBatch, compute_gae, ppo_update
+from hetsched.rl.advantages import RunningStd
+
+#: ``--agent`` name -> its reward (:mod:`.episodes`).
+AGENTS: dict[str, str] = {"rltune": "gap", "rlscheduler": "metric"}
+
+
+def check_agent(agent: str) -> str:
+    """Returns ``agent`` if known.
+
+    Raises:
+        UnknownNameError: Naming the unknown agent and the known ones.
+    """
+    if agent not in AGENTS:
+        raise UnknownNameError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
+    return agent
 
 
 class TrainConfig(StrictModel, use_attribute_docstrings=True):
     """What ``hetsched jobs train`` trains; defaults follow the paper where it gives a value."""
 
+    agent: str = "rltune"
+    """``rltune`` (RLTune's prioritiser) or ``rlscheduler`` (RLScheduler's kernel)."""
     base_policy: str = "fcfs"
     """Policy the reward compares with (FIFO = ``fcfs``, ``sjf``, ``f1``, ``wfp3``, ...)."""
     metric: str = "wait"
@@ -50,8 +71,8 @@ class TrainConfig(StrictModel, use_attribute_docstrings=True):
     """Trajectories per PPO update."""
     episode_jobs: int = Field(256, ge=2)
     """Jobs per episode (paper: 256)."""
-    max_queue: int = Field(MAX_QUEUE_SIZE, ge=1)
-    """Visible queue slots (MAX_QUEUE_SIZE)."""
+    max_queue: int | None = Field(None, ge=1)
+    """Visible queue slots (None: the agent's paper's window, RLTune 256, RLScheduler 128)."""
     placer: str = "pack"
     """Placer of both pipelines: ``pack``, ``spread`` or ``milp``."""
     seed: int = 0
@@ -76,10 +97,15 @@ class TrainConfig(StrictModel, use_attribute_docstrings=True):
     """Entropy bonus weight."""
     vf_coef: float = Field(0.5, ge=0)
     """Value-loss weight."""
-    actor_hidden: tuple[int, int] = (32, 16)
-    """Hidden widths of the per-job scoring MLP."""
-    critic_hidden: tuple[int, int] = (64, 32)
-    """Hidden widths of the critic MLP."""
+    actor_hidden: tuple[int, ...] | None = None
+    """Hidden widths of the per-job scoring MLP (None: the agent's paper's)."""
+    critic_hidden: tuple[int, ...] | None = None
+    """Hidden widths of the critic MLP (None: the agent's paper's)."""
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, agent: str) -> str:
+        return check_agent(agent)
 
     def ppo(self) -> PPOConfig:
         """The shared PPO's config for the update step."""
@@ -119,7 +145,23 @@ class TrainingRun:
     checkpoint: Path
 
 
-def rollout(env: PrioritisationEnv, agent: JobScoringAgent) -> Trajectory:
+def build_agent(config: TrainConfig) -> JobScoringAgent:
+    """A fresh agent of ``config.agent`` with the config's window and widths (or its paper's)."""
+    return JobScoringAgent(
+        config.max_queue, config.actor_hidden, config.critic_hidden, feature_set=config.agent
+    )
+
+
+def episode_policy(agent: JobScoringAgent) -> Callable[[Chooser], DecidingPolicy]:
+    """How an episode asks ``agent``: a fresh decision policy around a chooser."""
+    return lambda choose: DecisionPolicy(choose, agent.max_queue, agent.feature_set)
+
+
+def rollout(
+    episodes: EpisodeSampler,
+    agent: JobScoringAgent,
+    policy_for: Callable[[Chooser], DecidingPolicy],
+) -> Trajectory:
     """Plays one episode with actions sampled from the agent's masked softmax."""
     obs_seen: list[np.ndarray] = []
     masks: list[np.ndarray] = []
@@ -127,8 +169,7 @@ def rollout(env: PrioritisationEnv, agent: JobScoringAgent) -> Trajectory:
     log_probs: list[float] = []
     values: list[float] = []
 
-    def choose(features: QueueFeatures) -> int:
-        obs, mask = features.flat(), features.can_start
+    def choose(obs: np.ndarray, mask: np.ndarray) -> int:
         with torch.no_grad():
             out = agent.get_action_and_value(
                 torch.from_numpy(obs).unsqueeze(0), torch.from_numpy(mask).unsqueeze(0)
@@ -140,20 +181,23 @@ def rollout(env: PrioritisationEnv, agent: JobScoringAgent) -> Trajectory:
         values.append(out.value.item())
         return actions[-1]
 
-    outcome = env.play(choose)
+    outcome = episodes.play(lambda: policy_for(choose))
     rewards = [0.0] * len(actions)
-    rewards[-1] = outcome.reward  # the episode's one reward (section 3.2)
+    rewards[-1] = outcome.reward  # the episode's one reward (RLTune section 3.2)
     return Trajectory(outcome, obs_seen, masks, actions, log_probs, values, rewards)
 
 
-def to_batch(trajectories: list[Trajectory], config: TrainConfig) -> RolloutBatch:
-    """Stacks trajectories with their GAE advantages (no bootstrap: each one ended)."""
+def to_batch(
+    trajectories: list[Trajectory], config: TrainConfig, reward_scale: float = 1.0
+) -> RolloutBatch:
+    """Stacks trajectories with their GAE advantages (no bootstrap: each one ended); rewards are
+    multiplied by ``reward_scale`` first."""
     advantages, returns = [], []
     for t in trajectories:
         ends = torch.zeros(len(t.rewards), dtype=torch.bool)
         ends[-1] = True
         adv, ret = compute_gae(
-            torch.tensor(t.rewards),
+            torch.tensor(t.rewards) * reward_scale,
             torch.tensor(t.values),
             ends,
             0.0,
@@ -191,55 +235,65 @@ def train_agent(
     """
     check_metric(config.metric)
     seed_everything(config.seed)
-    env = PrioritisationEnv(
+    reward = AGENTS[config.agent]
+    episodes = EpisodeSampler(
         jobs,
         cluster,
         config.base_policy,
         config.metric,
         config.episode_jobs,
-        config.max_queue,
         config.placer,
+        reward,
     )
-    env.seed_starts(config.seed)
-    agent = JobScoringAgent(config.max_queue, config.actor_hidden, config.critic_hidden)
+    episodes.seed_starts(config.seed)
+    agent = build_agent(config)
+    policy_for = episode_policy(agent)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
     ppo = config.ppo()
-    meta = {"base_policy": config.base_policy, "metric": config.metric, "seed": config.seed}
+    # A reward on the metric's own scale (RLScheduler's) is divided by its running std, so the
+    # critic's targets stay near unit scale; the normalised gap is already in [-1, 1].
+    reward_std = RunningStd()
+    meta = {
+        "agent": config.agent,
+        "base_policy": config.base_policy,
+        "metric": config.metric,
+        "seed": config.seed,
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     history: list[dict[str, float]] = []
     done_trajectories = 0
-    try:
-        for epoch in range(1, config.epochs + 1):
-            outcomes: list[EpisodeOutcome] = []
-            pending: list[Trajectory] = []
-            stats: dict[str, float] = {}
-            for index in range(config.trajectories_per_epoch):
-                trajectory = rollout(env, agent)
-                done_trajectories += 1
-                outcomes.append(trajectory.outcome)
-                pending.append(trajectory)
-                if on_trajectory is not None:
-                    on_trajectory(done_trajectories, trajectory.outcome)
-                last = index == config.trajectories_per_epoch - 1
-                if len(pending) == config.trajectories_per_update or last:
-                    stats = ppo_update(agent, optimizer, to_batch(pending, config), ppo)
-                    pending = []
-            history.append(
-                {
-                    "epoch": epoch,
-                    "trajectories": done_trajectories,
-                    "improvement": float(np.mean([o.reward for o in outcomes])),
-                    "improvement_std": float(np.std([o.reward for o in outcomes])),
-                    "base_metric": float(np.mean([o.base for o in outcomes])),
-                    "rl_metric": float(np.mean([o.rl for o in outcomes])),
-                    "decisions_per_episode": float(np.mean([o.decisions for o in outcomes])),
-                    **stats,
-                }
-            )
-            save_checkpoint(out_dir / "checkpoints" / f"epoch_{epoch:03d}.pt", agent, meta)
-            write_history(out_dir, config, history)
-    finally:
-        env.close()
+    for epoch in range(1, config.epochs + 1):
+        outcomes: list[EpisodeOutcome] = []
+        pending: list[Trajectory] = []
+        stats: dict[str, float] = {}
+        for index in range(config.trajectories_per_epoch):
+            trajectory = rollout(episodes, agent, policy_for)
+            done_trajectories += 1
+            outcomes.append(trajectory.outcome)
+            pending.append(trajectory)
+            reward_std.update([trajectory.outcome.reward])
+            if on_trajectory is not None:
+                on_trajectory(done_trajectories, trajectory.outcome)
+            last = index == config.trajectories_per_epoch - 1
+            if len(pending) == config.trajectories_per_update or last:
+                scale = 1.0 if reward == "gap" else 1.0 / (reward_std.std + 1e-8)
+                stats = ppo_update(agent, optimizer, to_batch(pending, config, scale), ppo)
+                pending = []
+        history.append(
+            {
+                "epoch": epoch,
+                "trajectories": done_trajectories,
+                "improvement": float(np.mean([o.improvement for o in outcomes])),
+                "improvement_std": float(np.std([o.improvement for o in outcomes])),
+                "reward": float(np.mean([o.reward for o in outcomes])),
+                "base_metric": float(np.mean([o.base for o in outcomes])),
+                "rl_metric": float(np.mean([o.rl for o in outcomes])),
+                "decisions_per_episode": float(np.mean([o.decisions for o in outcomes])),
+                **stats,
+            }
+        )
+        save_checkpoint(out_dir / "checkpoints" / f"epoch_{epoch:03d}.pt", agent, meta)
+        write_history(out_dir, config, history)
     checkpoint = out_dir / "agent.pt"
     save_checkpoint(checkpoint, agent, {**meta, "epochs": config.epochs})
     return TrainingRun(agent, history, checkpoint)
