@@ -6,23 +6,38 @@ import asyncio
 
 import numpy as np
 
+from hetsched.core.events import WallClock
 from hetsched.slim.executor.server import ServerTelemetry
+from hetsched.slim.routers import ROUTERS
+from hetsched.slim.serving.admission import AdmissionController
+from hetsched.slim.serving.config import ServeConfig
 from hetsched.slim.serving.front import (
+    Front,
     ItemResult,
     PayloadLostError,
     ServerFailedError,
 )
+from hetsched.slim.serving.images import InputSpec
+from hetsched.slim.serving.metrics import ServingMetrics
 
 NUM_CLASSES = 10
+SPEC = InputSpec(3, 8, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25), tuple("0123456789"))
+"""The fake model's input: 3 x 8 x 8, like the digits model of the end-to-end tests."""
+
+
+def array_label(image: np.ndarray) -> int:
+    """The label the fake servers give an array input (a function of its values)."""
+    return int(abs(float(image.sum()))) % NUM_CLASSES
 
 
 class FakePool:
     """Servers that run a block in ``seconds`` and pass a label along as the activation.
 
-    The image payload is an int label; each segment's output is ``(label, segment)``, and the last
-    segment's output fetches as one-hot logits of the label, so a test can check that every image
-    got its own answer. ``kill(i)`` fails the blocks running on server i (as Ray does when an actor
-    dies) and masks it until ``revive(i)``.
+    The image payload is an int label (or an array, labelled by :func:`array_label`); each
+    segment's output is ``(label, segment)``, and the last segment's output fetches as one-hot
+    logits of the label, so a test can check that every image got its own answer. ``kill(i)``
+    fails the blocks running on server i (as Ray does when an actor dies) and masks it until
+    ``revive(i)``.
     """
 
     def __init__(self, n_servers: int = 2, seconds: float = 0.002) -> None:
@@ -62,7 +77,12 @@ class FakePool:
             self._running[index].discard(done)
         results = []
         for item in items:
-            label = item.payload if item.segment == 0 else item.payload[0]
+            if item.segment > 0:
+                label = item.payload[0]
+            elif isinstance(item.payload, np.ndarray):
+                label = array_label(item.payload)
+            else:
+                label = item.payload
             assert item.segment == 0 or item.payload[1] == item.segment - 1
             results.append(ItemResult(width, (label, item.segment), 0.0, self.seconds))
         return results
@@ -89,3 +109,32 @@ class FakePool:
 
     def revive(self, index: int) -> None:
         self.up[index] = True
+
+
+class FakeService:
+    """A serving system over a :class:`FakePool` (no Ray, no model): what the app needs."""
+
+    def __init__(self, config: ServeConfig, pool: FakePool | None = None) -> None:
+        self.config = config
+        self.metrics = ServingMetrics()
+        self.pool = pool or FakePool()
+        self.front: Front | None = None
+        self.input_spec: InputSpec | None = None
+
+    async def start(self) -> None:
+        self.input_spec = SPEC
+        self.front = Front(
+            self.pool,
+            ROUTERS.create("random", seed=0),
+            AdmissionController(self.config.admission.max_images_in_system),
+            WallClock(),
+            self.metrics,
+            widths=self.config.widths,
+            group_sizes=(1, 4, 8),
+            shed_from=self.config.admission.shed_from,
+        )
+        self.front.start()
+
+    async def stop(self) -> None:
+        if self.front is not None:
+            await self.front.stop()

@@ -17,7 +17,7 @@ def test_rate_counts_only_busy_time():
     assert controller.throughput.images_per_s == pytest.approx(10.0)
 
 
-def test_deadline_shorter_than_the_expected_wait_is_refused_with_503():
+def test_deadline_shorter_than_the_expected_wait_is_refused_with_429():
     controller = AdmissionController(100)
     controller.admit(0.0, 10, servers_up=1, deadline_s=None)
     controller.release(1.0, 10, completed=True)  # 10 images/s
@@ -25,7 +25,7 @@ def test_deadline_shorter_than_the_expected_wait_is_refused_with_503():
     controller.admit(2.0, 1, servers_up=1, deadline_s=5.0)  # fits
     with pytest.raises(RequestError) as caught:
         controller.admit(2.0, 1, servers_up=1, deadline_s=1.0)
-    assert (caught.value.status, caught.value.reason) == (503, "deadline_unmeetable")
+    assert (caught.value.status, caught.value.reason) == (429, "deadline_unmeetable")
     assert "about 2.200 s" in str(caught.value)  # (21 queued + 1) / 10 per s
     assert controller.images_in_system == 21  # the refused image took no room
 

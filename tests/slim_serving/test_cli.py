@@ -100,3 +100,12 @@ def test_serve_names_a_bad_config_field(tmp_path: Path):
     config.write_text("checkpoint: x.pt\nservers: [{name: a}, {name: a}]\n")
     result = runner.invoke(typer_app, ["slim", "serve", "--config", str(config)])
     assert "servers" in str(result.exception) and "unique" in str(result.exception)
+
+
+def test_serve_refuses_a_network_address_without_a_token(tmp_path: Path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text("checkpoint: x.pt\n")
+    result = runner.invoke(
+        typer_app, ["slim", "serve", "--config", str(config), "--host", "0.0.0.0"]
+    )
+    assert "no --token" in str(result.exception) and "--insecure" in str(result.exception)

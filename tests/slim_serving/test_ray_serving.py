@@ -19,8 +19,9 @@ import torch
 
 from hetsched.slim.model.checkpoint import load_model
 from hetsched.slim.model.data import load_digits
-from hetsched.slim.serving.app import BackgroundServer, create_app
+from hetsched.slim.serving.app import create_app
 from hetsched.slim.serving.config import AdmissionConfig, ServeConfig, ServerConfig
+from hetsched.slim.serving.http_server import BackgroundServer
 from hetsched.slim.serving.loadgen import holdout_pngs
 from hetsched.slim.serving.runtime import ServingRuntime
 
@@ -194,7 +195,7 @@ def test_overload_is_refused_early_with_429_and_a_reason(server, digits):
     rejected = next(r for r in responses if r.status_code == 429)
     assert rejected.json()["reason"] == "queue_full" and rejected.headers["Retry-After"]
     assert "exceed the limit of 16" in rejected.json()["error"]
-    assert late.status_code == 503 and late.json()["reason"] == "deadline_unmeetable"
+    assert late.status_code == 429 and late.json()["reason"] == "deadline_unmeetable"
     assert admission.images_in_system == 0
 
 

@@ -19,8 +19,14 @@ import os
 from typing import Any
 
 import ray
+import torch
 
+from hetsched.core.config import validate_config
+from hetsched.core.devices import load_device
+from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.model.checkpoint import model_from_checkpoint
 from hetsched.slim.serving.metrics import ServerSnapshot
+from hetsched.slim.serving.worker import SegmentWorker
 
 LOG = logging.getLogger(__name__)
 WATCHDOG_INTERVAL_S = 0.1
@@ -47,14 +53,6 @@ class ServerActor:
         executor_config: dict[str, Any],
         spec: str | None,
     ) -> None:
-        import torch
-
-        from hetsched.core.config import validate_config
-        from hetsched.core.devices import load_device
-        from hetsched.slim.executor.config import ExecutorConfig
-        from hetsched.slim.model.checkpoint import model_from_checkpoint
-        from hetsched.slim.serving.worker import SegmentWorker
-
         torch.set_num_threads(1)  # one core per CPU server: servers must not fight over cores
         self.worker = SegmentWorker(
             model_from_checkpoint(checkpoint).eval(),

@@ -6,9 +6,13 @@ early instead, with a status and a reason a client can act on:
 * **429 queue_full**: accepting the request would put more than ``max_images_in_system`` images in
   the system (queued or running); the client should back off and retry.
 * **503 no_server**: no server is up; nothing can be served until one rejoins.
-* **503 deadline_unmeetable**: the request's deadline is shorter than the expected time to serve
+* **429 deadline_unmeetable**: the request's deadline is shorter than the expected time to serve
   it, estimated as the images ahead of it plus its own divided by the recent completion rate (an
-  EWMA of images per second while busy).
+  EWMA of images per second while busy). It is load, not a bad request: retrying later may work.
+
+``Retry-After`` says when: the expected time for the work ahead to drain.
+:meth:`AdmissionController.check` decides without reserving anything, so the HTTP layer can refuse
+from a request's headers before reading its body (a refusal then costs almost nothing).
 
 An accepted request may still miss its deadline; the front then answers it with 504 (see
 :mod:`.front`), so every accepted image gets exactly one answer.
@@ -75,31 +79,47 @@ class AdmissionController:
             return None
         return (self.images_in_system + images) / rate
 
+    def check(
+        self, images: int, *, servers_up: int, deadline_s: float | None
+    ) -> RequestError | None:
+        """The refusal ``images`` more would get now, or None if they fit (nothing reserved).
+
+        Cheap enough to run on the request's headers alone, before its body is read.
+        """
+        if servers_up == 0:
+            return RequestError(
+                503, "no server is up; retry when one has rejoined", "no_server", retry_after_s=1.0
+            )
+        wait_s = self.expected_wait_s(images)
+        if self.images_in_system + images > self.max_images_in_system:
+            return RequestError(
+                429,
+                f"queue full: {self.images_in_system} images in the system, {images} more would"
+                f" exceed the limit of {self.max_images_in_system}",
+                "queue_full",
+                retry_after_s=wait_s,
+            )
+        if deadline_s is not None and wait_s is not None and wait_s > deadline_s:
+            return RequestError(
+                429,
+                f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"
+                f" {wait_s:.3f} s at the recent rate",
+                "deadline_unmeetable",
+                retry_after_s=wait_s - deadline_s,
+            )
+        return None
+
     def admit(
         self, now_s: float, images: int, *, servers_up: int, deadline_s: float | None
     ) -> None:
         """Reserves room for ``images`` arriving at ``now_s``, or raises.
 
         Raises:
-            RequestError: 503 with no server up or an unmeetable deadline, 429 when full.
+            RequestError: 503 with no server up, 429 when full or the deadline is unmeetable.
         """
-        if servers_up == 0:
-            raise RequestError(503, "no server is up; retry when one has rejoined", "no_server")
-        if self.images_in_system + images > self.max_images_in_system:
-            raise RequestError(
-                429,
-                f"queue full: {self.images_in_system} images in the system, {images} more would"
-                f" exceed the limit of {self.max_images_in_system}",
-                "queue_full",
-            )
-        wait_s = self.expected_wait_s(images)
-        if deadline_s is not None and wait_s is not None and wait_s > deadline_s:
-            raise RequestError(
-                503,
-                f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"
-                f" {wait_s:.3f} s at the recent rate",
-                "deadline_unmeetable",
-            )
+        refusal = self.check(images, servers_up=servers_up, deadline_s=deadline_s)
+        if refusal is not None:
+            raise refusal
         if self.images_in_system == 0:
             self._busy_since_s = now_s
         self.images_in_system += images

@@ -1,89 +1,114 @@
-"""The HTTP API (FastAPI on uvicorn) in front of a :class:`~.runtime.ServingRuntime`.
+"""The HTTP API (FastAPI on uvicorn) in front of a serving system (:class:`~.service.Service`).
 
 Routes:
 
 * ``POST /v1/classify``: one or more images, as PNG/JPEG files (``multipart/form-data``, field
   ``image``, repeated) or raw arrays (``application/json``: ``{"images": [...]}``; see
-  :mod:`.images`). Optional ``deadline_s`` (form field, JSON field or ``X-Deadline-S`` header) and
-  ``top_k``. Answers one result per image: label, top-k softmax scores, the width tuple used, the
+  :mod:`.images`). Options ``deadline_s``, ``top_k``, ``min_width`` (form or JSON fields; the
+  deadline also as the ``X-Deadline-S`` header, which lets admission refuse before the body is
+  read). Answers one result per image: label, top-k softmax scores, the width tuple used, the
   servers that ran each segment, latency. Malformed input gets a 4xx naming the problem; overload
-  gets 429/503 with a reason (admission control); an accepted image that misses its deadline 504.
+  gets 429/503 with a reason and Retry-After (admission control); an accepted image that misses
+  its deadline 504.
+* The Open Inference Protocol's ``/v2/...`` routes (:mod:`.oip`).
 * ``GET /healthz``: the process is up. ``GET /readyz``: at least one server is serving.
 * ``GET /metrics``: Prometheus text format.
 
-With a token configured, ``/v1/*`` and ``/metrics`` need ``Authorization: Bearer <token>``; the
-probes stay open (they reveal nothing and orchestrators call them without credentials).
+Every answer that is not a success, unknown paths included, has the body
+``{"error": message, "reason": cause}``. With a token configured every path but the health
+probes needs ``Authorization: Bearer <token>`` (the API docs and ``/openapi.json`` too).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hmac
-import json
-import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-import numpy as np
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hetsched.slim.serving.front import ImageResult
-from hetsched.slim.serving.images import InputSpec, RequestError, decode_array, decode_image_file
-from hetsched.slim.serving.runtime import ServingRuntime
+from hetsched.slim.serving.answers import classify_json, gather_results
+from hetsched.slim.serving.guard import Guard, error_response
+from hetsched.slim.serving.images import RequestError
+from hetsched.slim.serving.oip import oip_router
+from hetsched.slim.serving.options import DEADLINE_HEADER, RequestOptions, header_deadline_s
+from hetsched.slim.serving.request_body import Decoder, read_classify
+from hetsched.slim.serving.service import Service
 
 CLASSIFY = "/v1/classify"
+HTTP_REASONS = {404: "not_found", 405: "method_not_allowed"}
 
 
-def create_app(runtime: ServingRuntime, *, manage_runtime: bool = True) -> FastAPI:
-    """The FastAPI app serving ``runtime``.
+def is_inference(method: str, path: str) -> bool:
+    """Whether a request sends images to the servers (what admission control may refuse)."""
+    return method == "POST" and (
+        path == CLASSIFY or (path.startswith("/v2/models/") and path.endswith("/infer"))
+    )
+
+
+def create_app(service: Service, *, manage_runtime: bool = True) -> FastAPI:
+    """The FastAPI app serving ``service``.
 
     Args:
-        runtime: The serving system.
-        manage_runtime: Start the runtime when the app starts and stop it when the app stops.
+        service: The serving system.
+        manage_runtime: Start the service when the app starts and stop it when the app stops.
     """
+    config = service.config
+    decoder = Decoder(config.http.decode_threads)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if manage_runtime:
-            await runtime.start()
+            await service.start()
         try:
             yield
         finally:
             if manage_runtime:
-                await runtime.stop()
+                await service.stop()
+            decoder.close()
 
-    app = FastAPI(title="hetsched Slim Scheduler", lifespan=lifespan)
-    config = runtime.config
-    metrics = runtime.metrics
+    app = FastAPI(title="hetsched Slim Scheduler", version="1", lifespan=lifespan)
+    metrics = service.metrics
 
-    @app.exception_handler(RequestError)
-    async def request_error(_: Request, error: RequestError) -> JSONResponse:
-        headers = {"Retry-After": "1"} if error.status in (429, 503) else None
-        return JSONResponse(
-            {"error": str(error), "reason": error.reason}, error.status, headers=headers
+    def early_refusal(method: str, path: str, headers: Mapping[str, str]) -> RequestError | None:
+        """Admission's verdict from the headers: one image (the least a request can hold) with
+        the header's deadline; a refusal here costs no body read and no decoding."""
+        if not is_inference(method, path):
+            return None
+        if service.front is None:
+            return RequestError(503, "the servers are still starting", "starting", 1.0)
+        try:
+            deadline_s = header_deadline_s(headers.get(DEADLINE_HEADER))
+        except RequestError as error:
+            return error
+        return service.front.check(1, deadline_s or config.admission.default_deadline_s)
+
+    app.add_middleware(
+        Guard,
+        metrics=metrics,
+        token=config.token,
+        max_body_bytes=config.admission.max_body_bytes,
+        body_timeout_s=config.http.body_timeout_s,
+        early_refusal=early_refusal,
+    )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        reason = HTTP_REASONS.get(error.status_code, "http_error")
+        message = f"{request.method} {request.url.path}: {error.detail}"
+        return error_response(RequestError(error.status_code, message, reason))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        fields = "; ".join(
+            f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors()
         )
-
-    @app.middleware("http")
-    async def count_and_authenticate(request: Request, call_next):
-        route = request.url.path
-        protected = route.startswith("/v1/") or route == "/metrics"
-        if protected and config.token is not None and not _token_ok(request, config.token):
-            response: Response = JSONResponse(
-                {"error": "missing or wrong bearer token", "reason": "unauthorized"},
-                401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        else:
-            response = await call_next(request)
-        known = route in (CLASSIFY, "/healthz", "/readyz", "/metrics")
-        metrics.http_requests.labels(route if known else "other", str(response.status_code)).inc()
-        return response
+        return error_response(RequestError(422, fields, "bad_request"))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -91,7 +116,7 @@ def create_app(runtime: ServingRuntime, *, manage_runtime: bool = True) -> FastA
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        front = runtime.front
+        front = service.front
         up = 0 if front is None else front.servers_up()
         if up == 0:
             return JSONResponse({"status": "not ready", "servers_up": 0}, 503)
@@ -101,231 +126,76 @@ def create_app(runtime: ServingRuntime, *, manage_runtime: bool = True) -> FastA
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post(CLASSIFY)
+    @app.post(CLASSIFY, openapi_extra=_classify_openapi())
     async def classify(request: Request) -> JSONResponse:
         started_s = time.perf_counter()
-        front, spec = runtime.front, runtime.input_spec
+        front, spec = service.front, service.input_spec
         if front is None or spec is None:
-            raise RequestError(503, "the servers are still starting", "starting")
-        images, options = await _read_images(request, runtime, spec)
-        deadline_s = _float_option(
-            options.get("deadline_s", request.headers.get("x-deadline-s")), "deadline_s"
+            raise RequestError(503, "the servers are still starting", "starting", 1.0)
+        inputs = await read_classify(request, spec, config.admission, decoder)
+        options = inputs.options
+        deadline_s = options.deadline_s or header_deadline_s(request.headers.get(DEADLINE_HEADER))
+        futures = front.submit(
+            inputs.images,
+            deadline_s or config.admission.default_deadline_s,
+            options.min_width,
         )
-        if deadline_s is None:
-            deadline_s = config.admission.default_deadline_s
-        top_k = _int_option(options.get("top_k"), "top_k") or config.top_k
-        futures = front.submit(images, deadline_s)
-        outcomes = await asyncio.gather(*futures, return_exceptions=True)
-        failures = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
-        if failures:
-            index, first = failures[0]
-            if not isinstance(first, RequestError):
-                raise first
-            raise RequestError(
-                first.status,
-                f"{len(failures)} of {len(images)} image(s) failed; image {index}: {first}",
-                first.reason,
-            )
+        results = await gather_results(futures)
         metrics.request_seconds.observe(time.perf_counter() - started_s)
+        top_k = options.top_k or config.top_k
         return JSONResponse(
-            {
-                "results": [
-                    _result_json(r, spec.class_names, top_k)
-                    for r in outcomes
-                    if isinstance(r, ImageResult)  # all of them: no failures
-                ]
-            }
+            {"results": [classify_json(r, spec.class_names, top_k) for r in results]}
         )
 
+    app.include_router(oip_router(service, decoder))
     return app
 
 
-def _token_ok(request: Request, token: str) -> bool:
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
-
-
-async def _read_body(request: Request, max_bytes: int) -> bytes:
-    """The body; 413 as soon as it passes ``max_bytes``, whatever Content-Length says."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise RequestError(
-            413, f"body of {declared} bytes exceeds the limit of {max_bytes}", "body_too_large"
-        )
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise RequestError(
-                413, f"body exceeds the limit of {max_bytes} bytes", "body_too_large"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _read_images(
-    request: Request, runtime: ServingRuntime, spec: InputSpec
-) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """Decodes the body into model inputs (shaped by ``spec``) and the request's options, by
-    content type."""
-    limits = runtime.config.admission
-    content_type = request.headers.get("content-type", "")
-    media_type = content_type.split(";")[0].strip().lower()
-    if media_type not in ("multipart/form-data", "application/json"):
-        raise RequestError(
-            415,
-            f"Content-Type {content_type or '(none)'!r} is not supported; send"
-            " multipart/form-data with PNG/JPEG files in field 'image', or application/json"
-            " with {'images': [...]} arrays",
-            "unsupported_content_type",
-        )
-    body = await _read_body(request, limits.max_body_bytes)
-    if media_type == "application/json":
-        items, options = _json_images(body)
-        _check_count(len(items), limits.max_images_per_request)
-        images = [
-            decode_array(item, spec, index=i, max_bytes=limits.max_image_bytes)
-            for i, item in enumerate(items)
+def _classify_openapi() -> dict[str, Any]:
+    """The request bodies of ``/v1/classify`` for the OpenAPI page (the handler reads the body
+    itself, to bound it and decode it off the event loop, so FastAPI cannot infer them)."""
+    option_schemas = RequestOptions.model_json_schema()["properties"]
+    array = {
+        "oneOf": [
+            {"type": "array", "description": "C x H x W nested lists, normalised"},
+            {
+                "type": "object",
+                "properties": {
+                    "b64": {"type": "string"},
+                    "shape": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                    "dtype": {"enum": ["float32", "uint8"]},
+                },
+                "required": ["b64", "shape"],
+                "additionalProperties": False,
+            },
         ]
-        return images, options
-    files, options = await _form_files(request, body, limits.max_image_bytes)
-    _check_count(len(files), limits.max_images_per_request)
-    images = []
-    for index, (data, file_type) in enumerate(files):
-        images.append(
-            decode_image_file(
-                data, file_type, spec, index=index, max_pixels=limits.max_image_pixels
-            )
-        )
-    return images, options
-
-
-def _json_images(body: bytes) -> tuple[list[Any], dict[str, Any]]:
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RequestError(400, f"body is not valid JSON: {error}", "bad_json") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise RequestError(400, "JSON body must be an object with a list 'images'", "bad_json")
-    return data["images"], {k: v for k, v in data.items() if k in ("deadline_s", "top_k")}
-
-
-async def _form_files(
-    request: Request, body: bytes, max_image_bytes: int
-) -> tuple[list[tuple[bytes, str | None]], dict[str, Any]]:
-    async def stream() -> AsyncGenerator[bytes, None]:
-        yield body
-
-    try:
-        form = await MultiPartParser(
-            request.headers, stream(), max_part_size=max_image_bytes
-        ).parse()
-    except MultiPartException as error:
-        raise RequestError(
-            400, f"malformed multipart body: {error.message}", "bad_multipart"
-        ) from None
-    files = []
-    for index, upload in enumerate(form.getlist("image")):
-        if not isinstance(upload, UploadFile):
-            raise RequestError(
-                400, f"image {index}: field 'image' must be a file upload", "bad_multipart"
-            )
-        data = await upload.read()
-        if len(data) > max_image_bytes:
-            raise RequestError(
-                413,
-                f"image {index}: {len(data)} bytes exceeds the limit of {max_image_bytes}",
-                "image_too_large",
-            )
-        files.append((data, upload.content_type))
-    options = {k: form.get(k) for k in ("deadline_s", "top_k") if form.get(k) is not None}
-    return files, options
-
-
-def _check_count(count: int, limit: int) -> None:
-    if count == 0:
-        raise RequestError(400, "no images in the request", "no_images")
-    if count > limit:
-        raise RequestError(
-            413, f"{count} images in one request exceeds the limit of {limit}", "too_many_images"
-        )
-
-
-def _float_option(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise RequestError(400, f"{name} must be a number, got {value!r}", "bad_option") from None
-    if not number > 0:
-        raise RequestError(400, f"{name} must be > 0, got {value!r}", "bad_option")
-    return number
-
-
-def _int_option(value: Any, name: str) -> int | None:
-    number = _float_option(value, name)
-    if number is not None and number != int(number):
-        raise RequestError(400, f"{name} must be a whole number, got {value!r}", "bad_option")
-    return None if number is None else int(number)
-
-
-def _result_json(result: ImageResult, class_names: tuple[str, ...], top_k: int) -> dict:
-    logits = result.logits.astype(np.float64)
-    scores = np.exp(logits - logits.max())
-    scores /= scores.sum()
-    order = np.argsort(-scores)[: min(top_k, len(scores))]
-    return {
-        "label": int(order[0]),
-        "class_name": class_names[int(order[0])],
-        "top_k": [{"label": int(i), "score": float(scores[i])} for i in order],
-        "widths": list(result.widths),
-        "servers": list(result.servers),
-        "latency_s": result.latency_s,
-        "queue_s": result.queue_s,
-        "compute_s": result.compute_s,
-        "reroutes": result.reroutes,
     }
-
-
-class BackgroundServer:
-    """uvicorn serving ``app`` on a thread of its own (tests, benchmarks, the load generator's
-    end-to-end runs); :meth:`start` returns once the app's startup (the runtime) is done.
-
-    Args:
-        app: The ASGI app.
-        host: Address to bind (loopback by default).
-        port: Port; 0 picks a free one (read :attr:`url` after start).
-    """
-
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
-        import uvicorn
-
-        self._server = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        )
-        self._thread: threading.Thread | None = None
-        self.url = ""
-
-    def start(self, timeout_s: float = 180.0) -> str:
-        """Starts serving; returns the base URL.
-
-        Raises:
-            RuntimeError: If startup failed or took longer than ``timeout_s``.
-        """
-        self._thread = threading.Thread(target=self._server.run, name="uvicorn", daemon=True)
-        self._thread.start()
-        deadline_s = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline_s:
-                raise RuntimeError("the HTTP server did not start (see the log above)")
-            time.sleep(0.05)
-        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
-        self.url = f"http://{host}:{port}"
-        return self.url
-
-    def stop(self) -> None:
-        """Stops accepting, runs the app's shutdown (the runtime's), joins the thread."""
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"images": {"type": "array", "items": array}}
+                        | option_schemas,
+                        "required": ["images"],
+                        "additionalProperties": False,
+                    }
+                },
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "image": {
+                                "type": "array",
+                                "items": {"type": "string", "format": "binary"},
+                            }
+                        }
+                        | option_schemas,
+                        "required": ["image"],
+                    }
+                },
+            },
+        }
+    }

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from hetsched.core.errors import ConfigError
+from hetsched.slim.serving.config import exposure_problem, load_serve_config
+from hetsched.slim.serving.loadgen import LoadgenConfig, run_load
 
 
 def register(app: typer.Typer) -> None:
@@ -22,19 +30,18 @@ def serve_command(
     host: str | None = typer.Option(None, help="Address to bind (default: config, 127.0.0.1)."),
     port: int | None = typer.Option(None, help="HTTP port (default: config, 8000)."),
     token: str | None = typer.Option(
-        None, help="Bearer token for /v1/* and /metrics (default: config; none)."
+        None, help="Bearer token for every path but the health probes (default: config; none)."
     ),
     router: str | None = typer.Option(None, help="Router name or PPO checkpoint (overrides)."),
     num_cpus: int | None = typer.Option(None, help="CPUs of a local Ray session (default: all)."),
+    insecure: bool = typer.Option(
+        False, help="Serve on a non-loopback --host without a --token (refused otherwise)."
+    ),
 ) -> None:
     """Serves SlimResNet over HTTP: one Ray actor per server, routed by the Slim router."""
-    import logging
-
-    import uvicorn
-    from rich.console import Console
-
+    # The app and the runtime import FastAPI, uvicorn and Ray (the serve extra): only here.
     from hetsched.slim.serving.app import create_app
-    from hetsched.slim.serving.config import load_serve_config
+    from hetsched.slim.serving.http_server import serve_forever
     from hetsched.slim.serving.runtime import ServingRuntime
 
     serve_config = load_serve_config(config)
@@ -42,18 +49,22 @@ def serve_command(
     serve_config = serve_config.model_copy(
         update={k: v for k, v in updates.items() if v is not None}
     )
+    console = Console(stderr=True, soft_wrap=True)
+    problem = exposure_problem(serve_config)
+    if problem is not None and not insecure:
+        raise ConfigError(f"{problem}; give --token, or --insecure if that is intended")
+    if problem is not None:
+        console.print(f"warning: {problem} (--insecure)", highlight=False)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     runtime = ServingRuntime(serve_config, address=address, num_cpus=num_cpus)
-    Console(stderr=True, soft_wrap=True).print(
+    console.print(
         f"serving {serve_config.checkpoint} on http://{serve_config.host}:{serve_config.port}"
         f" (router {serve_config.router}, Ray {'at ' + address if address else 'local'})",
         highlight=False,
     )
-    uvicorn.run(
-        create_app(runtime), host=serve_config.host, port=serve_config.port, log_level="warning"
-    )
+    serve_forever(create_app(runtime), serve_config.host, serve_config.port, serve_config.http)
 
 
 def loadgen_command(
@@ -63,21 +74,15 @@ def loadgen_command(
     concurrency: int | None = typer.Option(None, help="Closed loop: clients back to back."),
     duration_s: float = typer.Option(10.0, "--duration-s", help="Length of the run."),
     images_per_request: int = typer.Option(1, help="Images in each request."),
-    deadline_s: float | None = typer.Option(None, "--deadline-s", help="Per-request deadline."),
+    deadline_s: float | None = typer.Option(
+        None, "--deadline-s", help="Per-request deadline (sent as the X-Deadline-S header)."
+    ),
     data: str = typer.Option("digits", help="Test split sent as PNG: digits or digits:SIZE."),
     token: str | None = typer.Option(None, help="Bearer token of the server."),
     seed: int = typer.Option(0, help="Seed of arrival times and image picks."),
     out: Path | None = typer.Option(None, help="Also write the report as JSON here."),
 ) -> None:
-    """Sends real HTTP load; reports throughput, latency p50/p90/p99, errors, energy/image."""
-    import asyncio
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from hetsched.core.errors import ConfigError
-    from hetsched.slim.serving.loadgen import LoadgenConfig, run_load
-
+    """Sends real HTTP load; reports goodput, latency p50/p90/p99, refusals, energy/image."""
     if pattern not in ("poisson", "bursty"):
         raise ConfigError(f"--pattern: expected poisson or bursty, got {pattern!r}")
     if duration_s <= 0 or images_per_request < 1:
@@ -102,12 +107,17 @@ def loadgen_command(
     table.add_column("metric")
     table.add_column("value", justify="right")
     latency = report.latency_s
+    refusals = report.refusal_latency_s
     energy = report.energy_j_per_image
     rows = [
         ("requests sent / ok", f"{report.requests_sent} / {report.requests_ok}"),
         ("images answered", str(report.images_ok)),
         ("throughput (images/s)", f"{report.throughput_images_per_s:.1f}"),
         ("latency p50 / p90 / p99 (ms)", _millis(latency["p50"], latency["p90"], latency["p99"])),
+        (
+            "refusals 429/503 p50 / p99 (ms)",
+            "none" if refusals is None else _millis(refusals["p50"], refusals["p99"]),
+        ),
         ("errors", ", ".join(f"{k}: {v}" for k, v in sorted(report.errors.items())) or "none"),
         ("accuracy vs labels", "n/a" if report.accuracy is None else f"{report.accuracy:.1%}"),
         (

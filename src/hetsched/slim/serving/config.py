@@ -49,6 +49,25 @@ class AdmissionConfig(StrictModel, use_attribute_docstrings=True):
     """Deadline of requests that name none; None: no deadline."""
     max_attempts: int = Field(3, ge=1)
     """Times one segment may be re-routed after server failures before the image fails."""
+    shed_from: float = Field(0.5, gt=0, le=1)
+    """Fraction of ``max_images_in_system`` in use from which the router's widths are capped,
+    narrower as the system fills (cheaper images before refusals); 1: never cap."""
+
+
+class HttpConfig(StrictModel, use_attribute_docstrings=True):
+    """Bounds on the HTTP side, so that slow or idle clients cannot hold the server's resources."""
+
+    header_timeout_s: float = Field(10.0, gt=0)
+    """A connection must send a complete request head within this long of opening (or of the
+    previous answer); else it is closed (slowloris)."""
+    body_timeout_s: float = Field(10.0, gt=0)
+    """A request's body must have arrived within this long of its head; else 408 and close."""
+    keep_alive_s: int = Field(5, ge=1)
+    """Idle keep-alive connections are closed after this long."""
+    max_connections: int = Field(1024, ge=1)
+    """Open connections (and requests in progress) at most; beyond it new ones get 503."""
+    decode_threads: int = Field(2, ge=1)
+    """Threads decoding request bodies (JSON, arrays, PNG/JPEG) off the event loop."""
 
 
 class ServeConfig(StrictModel, use_attribute_docstrings=True):
@@ -74,7 +93,10 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
     port: int = Field(8000, ge=0, le=65535)
     """HTTP port (0: any free port, for tests that read it back from the server)."""
     token: str | None = None
-    """Bearer token required on ``/v1/*`` and ``/metrics``; None: no authentication."""
+    """Bearer token required on every path but the health probes; None: no authentication."""
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    model_name: str = Field("slimresnet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """The model's name in the Open Inference Protocol routes (``/v2/models/{name}``)."""
 
     @field_validator("servers")
     @classmethod
@@ -84,6 +106,23 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
         if duplicates:
             raise ValueError(f"server names must be unique; repeated: {duplicates}")
         return servers
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def exposure_problem(config: ServeConfig) -> str | None:
+    """Why serving ``config`` would expose an open API beyond this machine, or None.
+
+    A non-loopback address without a token lets anyone on the network send work (and read
+    ``/metrics``); ``hetsched slim serve`` refuses that unless told ``--insecure``.
+    """
+    if config.host in LOOPBACK_HOSTS or config.token is not None:
+        return None
+    return (
+        f"--host {config.host} is reachable from other machines and no --token is set: anyone"
+        " there could use the API"
+    )
 
 
 def default_servers(gpu_count: int) -> tuple[ServerConfig, ...]:

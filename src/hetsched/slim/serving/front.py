@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -134,6 +135,9 @@ class _Job:
     image: Any
     arrival_s: float
     deadline_s: float | None
+    """Absolute time (front clock) by which it must be answered; None: no deadline."""
+    min_width: float
+    """No segment runs narrower (the request's accuracy floor; the narrowest width if none)."""
     future: asyncio.Future[ImageResult]
     fifo_enter_s: float
     segment: int = 0
@@ -163,6 +167,8 @@ class Front:
         metrics: Prometheus metrics to record into.
         widths, group_sizes: The router's action sets.
         max_attempts: Failures of one segment before its image fails with 503.
+        shed_from: Fraction of the admission budget in use from which routed widths are capped,
+            narrower as the system fills (shed work before refusing it); 1.0: never.
     """
 
     def __init__(
@@ -176,6 +182,7 @@ class Front:
         widths: tuple[float, ...],
         group_sizes: tuple[int, ...],
         max_attempts: int = 3,
+        shed_from: float = 1.0,
     ) -> None:
         self.pool = pool
         self.router = router
@@ -185,6 +192,7 @@ class Front:
         self.widths = widths
         self.group_sizes = group_sizes
         self.max_attempts = max_attempts
+        self.shed_from = shed_from
         self.fifo: deque[_Job] = deque()
         self.in_flight = [0] * len(pool.names)
         self.arrived = 0
@@ -219,18 +227,32 @@ class Front:
 
     # -- requests -------------------------------------------------------------------------------
 
+    def check(self, images: int, deadline_s: float | None) -> RequestError | None:
+        """Admission's verdict on ``images`` more now, without accepting them (the HTTP layer
+        asks this from a request's headers, before reading its body); refusals are counted."""
+        refusal = self.admission.check(images, servers_up=self.servers_up(), deadline_s=deadline_s)
+        if refusal is not None:
+            self.metrics.rejected.labels(refusal.reason).inc(images)
+        return refusal
+
     def submit(
-        self, images: Sequence[Any], deadline_s: float | None = None
+        self,
+        images: Sequence[Any],
+        deadline_s: float | None = None,
+        min_width: float | None = None,
     ) -> list[asyncio.Future[ImageResult]]:
         """Accepts ``images`` (one request) or raises; returns one future per image.
 
         Args:
             images: Segment-0 inputs (arrays, or handles the pool understands).
             deadline_s: Seconds from now by which every image must be answered, or None.
+            min_width: No segment of these images runs narrower, or None (no floor).
 
         Raises:
-            RequestError: 429/503 from admission control (nothing was accepted).
+            RequestError: 422 for a ``min_width`` above every served width; 429/503 from
+                admission control (nothing was accepted).
         """
+        floor = self._width_floor(min_width)
         now_s = self.clock.now_s()
         try:
             self.admission.admit(
@@ -247,6 +269,7 @@ class Front:
                 image,
                 now_s,
                 None if deadline_s is None else now_s + deadline_s,
+                floor,
                 loop.create_future(),
                 now_s,
             )
@@ -256,6 +279,34 @@ class Front:
         self.metrics.images_in_system.set(self.admission.images_in_system)
         self._wake.set()
         return futures
+
+    def _width_floor(self, min_width: float | None) -> float:
+        """The narrowest served width at or above ``min_width``.
+
+        Raises:
+            RequestError: 422 when every served width is narrower.
+        """
+        if min_width is None:
+            return min(self.widths)
+        allowed = [w for w in self.widths if w >= min_width - 1e-9]
+        if not allowed:
+            raise RequestError(
+                422,
+                f"min_width {min_width:g} is above the widest served width {max(self.widths):g}",
+                "min_width_unavailable",
+            )
+        return min(allowed)
+
+    def width_cap(self) -> float:
+        """The widest width the router may use now: every width while the system is below
+        ``shed_from`` of its admission budget, then narrower as it fills (load shedding by
+        accuracy before admission sheds it by refusals)."""
+        widths = sorted(self.widths)
+        used = self.admission.images_in_system / self.admission.max_images_in_system
+        if used < self.shed_from or self.shed_from >= 1.0:
+            return widths[-1]
+        headroom = max(0.0, (1.0 - used) / (1.0 - self.shed_from))
+        return widths[int(headroom * (len(widths) - 1))]
 
     # -- routing --------------------------------------------------------------------------------
 
@@ -274,15 +325,21 @@ class Front:
                     available=self.pool.is_up(index),
                 )
             )
+        now_s = self.clock.now_s()
+        head = self.fifo[0] if self.fifo else None
+        deadline_s = math.inf if head is None or head.deadline_s is None else head.deadline_s
         return RouterState(
-            now_s=self.clock.now_s(),
+            now_s=now_s,
             fifo_length=len(self.fifo),
             completed=self.completed,
             arrived=self.arrived,
-            head_segment=self.fifo[0].segment if self.fifo else 0,
+            head_segment=0 if head is None else head.segment,
             servers=tuple(views),
             widths=self.widths,
             group_sizes=self.group_sizes,
+            head_deadline_s=deadline_s,
+            head_slack_s=deadline_s - now_s,
+            head_prev_width=head.widths[-1] if head is not None and head.widths else None,
         )
 
     async def _route_forever(self) -> None:
@@ -317,11 +374,16 @@ class Front:
             job.queue_s += waited_s
             self.metrics.queue_seconds.labels("fifo").observe(waited_s)
         self.in_flight[decision.server] += len(jobs)
-        task = asyncio.get_running_loop().create_task(
-            self._run_block(decision.server, decision.width, jobs)
-        )
+        width = self._block_width(decision.width, jobs)
+        task = asyncio.get_running_loop().create_task(self._run_block(decision.server, width, jobs))
         self._blocks.add(task)
         task.add_done_callback(self._blocks.discard)
+
+    def _block_width(self, chosen: float, jobs: list[_Job]) -> float:
+        """The router's width, capped by load shedding and raised to the block's floor (a
+        client's accuracy floor outranks shedding)."""
+        floor = max(job.min_width for job in jobs)
+        return max(floor, min(chosen, self.width_cap()))
 
     def _expire_queued(self) -> None:
         """Answers 504 to queued images whose deadline has passed (they would be late anyway)."""

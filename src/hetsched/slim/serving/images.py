@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from hetsched.core.errors import HetschedError
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG"}
 """Accepted file content types and the Pillow format each must decode as."""
 ARRAY_DTYPES: dict[str, np.dtype[Any]] = {"float32": np.dtype("<f4"), "uint8": np.dtype("u1")}
+MAX_DIMS = 8
+"""Most dimensions a raw array may declare (the model takes 3)."""
 
 
 class RequestError(HetschedError):
@@ -38,12 +41,16 @@ class RequestError(HetschedError):
         status: 4xx (client errors) or 429/503/504 (overload and deadlines).
         message: What is wrong, naming the image or field.
         reason: A short machine-readable cause (``queue_full``, ``bad_base64``, ...).
+        retry_after_s: For 429/503: when a retry may succeed (the ``Retry-After`` header).
     """
 
-    def __init__(self, status: int, message: str, reason: str) -> None:
+    def __init__(
+        self, status: int, message: str, reason: str, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -103,16 +110,27 @@ def decode_image_file(
             image = opened.convert("RGB").resize(size, Image.Resampling.BILINEAR)
     except RequestError:
         raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+        raise RequestError(
+            413, f"image {index}: too many pixels to decode: {error}", "image_too_large"
+        ) from None
     except Exception as error:  # Pillow raises many types for corrupt or hostile files
         raise RequestError(
             400, f"image {index}: not a decodable {expected}: {error}", "bad_image"
         ) from None
-    pixels = np.asarray(image, dtype=np.float32).transpose(2, 0, 1) / 255.0
+    pixels = np.asarray(image, dtype=np.uint8).transpose(2, 0, 1)
     if spec.channels == 1:
         pixels = pixels.mean(axis=0, keepdims=True)
+    return normalise_pixels(pixels, spec)
+
+
+def normalise_pixels(pixels: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """Pixels in [0, 255] (... x C x H x W) as the model's input: scaled to [0, 1] and
+    normalised with the training data's per-channel mean and std, as the training images were."""
     mean = np.asarray(spec.pixel_mean, dtype=np.float32).reshape(-1, 1, 1)
     std = np.asarray(spec.pixel_std, dtype=np.float32).reshape(-1, 1, 1)
-    return np.ascontiguousarray((pixels - mean) / std, dtype=np.float32)
+    scaled = np.asarray(pixels, dtype=np.float32) / 255.0
+    return np.ascontiguousarray((scaled - mean) / std, dtype=np.float32)
 
 
 def decode_array(item: Any, spec: InputSpec, *, index: int, max_bytes: int) -> np.ndarray:
@@ -126,8 +144,9 @@ def decode_array(item: Any, spec: InputSpec, *, index: int, max_bytes: int) -> n
         array = _decode_b64(item, index=index, max_bytes=max_bytes)
     elif isinstance(item, list):
         try:
-            array = np.asarray(item, dtype=np.float32)
-        except (TypeError, ValueError):
+            with np.errstate(over="ignore"):  # too-large numbers become inf: refused below
+                array = np.asarray(item, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError, RecursionError):
             raise RequestError(
                 400,
                 f"image {index}: nested lists must hold numbers in a regular"
@@ -161,17 +180,39 @@ def _decode_b64(item: dict, *, index: int, max_bytes: int) -> np.ndarray:
     missing = [key for key in ("b64", "shape") if key not in item]
     if missing:
         raise RequestError(400, f"image {index}: missing field(s) {missing}", "bad_array")
+    unknown = sorted(set(item) - {"b64", "shape", "dtype"})
+    if unknown:
+        raise RequestError(
+            400,
+            f"image {index}: unknown field(s) {unknown}; allowed: b64, shape, dtype",
+            "bad_array",
+        )
     dtype_name = item.get("dtype", "float32")
-    if dtype_name not in ARRAY_DTYPES:
+    if not isinstance(dtype_name, str) or dtype_name not in ARRAY_DTYPES:
         raise RequestError(
             400,
             f"image {index}: dtype {dtype_name!r} is not one of {sorted(ARRAY_DTYPES)}",
             "bad_dtype",
         )
+    dtype = ARRAY_DTYPES[dtype_name]
     shape = item["shape"]
-    if not (isinstance(shape, list) and all(isinstance(n, int) and n > 0 for n in shape)):
+    if not (
+        isinstance(shape, list)
+        and 0 < len(shape) <= MAX_DIMS
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)
+    ):
         raise RequestError(
-            400, f"image {index}: 'shape' must be a list of positive integers", "bad_array"
+            400,
+            f"image {index}: 'shape' must be a list of 1 to {MAX_DIMS} positive integers",
+            "bad_array",
+        )
+    expected_bytes = math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+    if expected_bytes > max_bytes:
+        raise RequestError(
+            413,
+            f"image {index}: shape {shape} of {dtype_name} is {expected_bytes} bytes, more than"
+            f" {max_bytes}",
+            "image_too_large",
         )
     encoded = item["b64"]
     if not isinstance(encoded, str):
@@ -184,8 +225,6 @@ def _decode_b64(item: dict, *, index: int, max_bytes: int) -> np.ndarray:
         raw = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as error:
         raise RequestError(400, f"image {index}: invalid base64: {error}", "bad_base64") from None
-    dtype = ARRAY_DTYPES[dtype_name]
-    expected_bytes = int(np.prod(shape)) * dtype.itemsize
     if len(raw) != expected_bytes:
         raise RequestError(
             422,

@@ -12,27 +12,36 @@ the labels.
 * Closed loop (``concurrency``): N clients each send their next request when the previous one is
   answered, for the duration.
 
-The report holds throughput (answered images per second of wall time), client-side latency
-p50/p90/p99 of successful requests, errors by status, accuracy against the labels, and the energy
-per image from the server's ``/metrics`` (the energy counters' increase over the run divided by
-the images served, with the counters' measurement source).
+The report holds throughput (answered images per second of wall time) and goodput (those
+answered within their deadline), client-side latency p50/p90/p99 of successful requests and of
+refusals (429/503), errors by status, accuracy against the labels, and the energy per image from
+the server's ``/metrics`` (the energy counters' increase over the run divided by the images
+served, with the counters' measurement source). Requests go out through the light raw-socket
+client of :mod:`.http_client`, so the generator takes little CPU from a server on the same host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import re
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import numpy as np
+from PIL import Image
 
 from hetsched.core.errors import ConfigError
 from hetsched.core.metrics import summarize
 from hetsched.core.seeding import make_rng
+from hetsched.slim.model.data import load_dataset
+from hetsched.slim.serving.http_client import HttpClient, ProtocolError, encode_request
 from hetsched.slim.sim.workload import arrival_times_s
 
 _ENERGY = re.compile(
@@ -40,6 +49,10 @@ _ENERGY = re.compile(
     re.MULTILINE,
 )
 _SERVED = re.compile(r'^hetsched_slim_images_total\{outcome="served"\} (\S+)$', re.MULTILINE)
+BOUNDARY = "hetsched-loadgen-boundary"
+REFUSALS = ("429", "503")
+CONNECTION_ERRORS = (OSError, ProtocolError, asyncio.IncompleteReadError, ValueError)
+"""What a failed exchange raises (ValueError: unparseable numbers in a reply head)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ class LoadgenConfig:
     data: str = "digits"
     """Data set whose test split is sent (``digits`` or ``digits:SIZE``)."""
     deadline_s: float | None = None
+    """Sent as the ``X-Deadline-S`` header (admission reads it before the body)."""
     token: str | None = None
     seed: int = 0
     timeout_s: float = 60.0
@@ -79,8 +93,13 @@ class LoadReport:
     errors: dict[str, int]
     """Failed requests by HTTP status (or ``timeout`` / ``connection``)."""
     throughput_images_per_s: float
+    goodput_images_per_s: float
+    """Images answered 200 within their deadline (all answered ones without a deadline), per
+    second of the run."""
     latency_s: dict[str, float]
     """p50/p90/p99/mean/max of successful requests, client side."""
+    refusal_latency_s: dict[str, float] | None
+    """The same of 429/503 refusals (how fast overload is answered); None without refusals."""
     accuracy: float | None
     energy_j_per_image: float | None
     energy_source: str
@@ -94,10 +113,6 @@ class LoadReport:
 
 def holdout_pngs(data: str, count: int | None = None) -> tuple[list[bytes], np.ndarray]:
     """The test split of ``data`` as PNG files (pixels back in [0, 255]) and their labels."""
-    from PIL import Image
-
-    from hetsched.slim.model.data import load_dataset
-
     dataset = load_dataset(data)
     images = dataset.test_images[:count].numpy()
     mean = np.asarray(dataset.pixel_mean, dtype=np.float32).reshape(1, -1, 1, 1)
@@ -111,6 +126,21 @@ def holdout_pngs(data: str, count: int | None = None) -> tuple[list[bytes], np.n
     return files, dataset.test_labels[:count].numpy()
 
 
+def multipart_body(files: list[bytes]) -> bytes:
+    """A ``multipart/form-data`` body with each PNG in field ``image`` (boundary
+    :data:`BOUNDARY`)."""
+    parts = [
+        (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="image"; filename="{i}.png"'
+            "\r\nContent-Type: image/png\r\n\r\n"
+        ).encode()
+        + data
+        + b"\r\n"
+        for i, data in enumerate(files)
+    ]
+    return b"".join(parts) + f"--{BOUNDARY}--\r\n".encode()
+
+
 def scrape_energy(text: str) -> tuple[float, float, str]:
     """(joules summed over servers, images served, sources) from a ``/metrics`` page."""
     matches = _ENERGY.findall(text)
@@ -120,7 +150,9 @@ def scrape_energy(text: str) -> tuple[float, float, str]:
     return energy_j, float(served.group(1)) if served else 0.0, sources
 
 
-def wait_ready(url: str, timeout_s: float = 180.0, is_alive=lambda: True) -> None:
+def wait_ready(
+    url: str, timeout_s: float = 180.0, is_alive: Callable[[], bool] = lambda: True
+) -> None:
     """Blocks until ``url``'s ``/readyz`` answers 200 (servers started, models loaded).
 
     Args:
@@ -129,14 +161,13 @@ def wait_ready(url: str, timeout_s: float = 180.0, is_alive=lambda: True) -> Non
     Raises:
         TimeoutError: If the server is not ready within ``timeout_s`` or stopped being alive.
     """
-    import httpx
-
     deadline_s = time.monotonic() + timeout_s
     while time.monotonic() < deadline_s and is_alive():
         try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.25)
     raise TimeoutError(f"{url} did not become ready")
@@ -149,18 +180,16 @@ async def run_load(config: LoadgenConfig) -> LoadReport:
         ConfigError: For neither or both of rate and concurrency, or a server that cannot be
             reached before the run.
     """
-    import httpx
-
     if (config.rate_per_s is None) == (config.concurrency is None):
         raise ConfigError("give exactly one of --rate (open loop) or --concurrency (closed loop)")
     files, labels = holdout_pngs(config.data)
-    headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
-    limits = httpx.Limits(max_connections=config.max_connections)
-    async with httpx.AsyncClient(
-        base_url=config.url, headers=headers, timeout=config.timeout_s, limits=limits
-    ) as client:
-        before = await _metrics(client)
-        run = _Run(client, config, files, labels)
+    try:
+        client = HttpClient(config.url, config.max_connections)
+    except ValueError as error:
+        raise ConfigError(f"--url: {error}") from None
+    run = _Run(client, config, files, labels)
+    try:
+        before = await run.metrics()
         started_s = time.perf_counter()
         if config.rate_per_s is not None:
             mode = f"open loop, {config.pattern} {config.rate_per_s:g} requests/s"
@@ -169,10 +198,11 @@ async def run_load(config: LoadgenConfig) -> LoadReport:
             mode = f"closed loop, concurrency {config.concurrency}"
             await run.closed_loop(config.concurrency or 1, started_s + config.duration_s)
         elapsed_s = time.perf_counter() - started_s
-        after = await _metrics(client)
+        after = await run.metrics()
+    finally:
+        await client.close()
     served = after[1] - before[1]
     energy = (after[0] - before[0]) / served if served > 0 else None
-    summary = summarize(run.latencies_s)
     return LoadReport(
         mode=mode,
         duration_s=elapsed_s,
@@ -181,13 +211,11 @@ async def run_load(config: LoadgenConfig) -> LoadReport:
         images_ok=run.images_ok,
         errors=dict(run.errors),
         throughput_images_per_s=run.images_ok / elapsed_s,
-        latency_s={
-            "p50": summary.p50,
-            "p90": summary.p90,
-            "p99": summary.p99,
-            "mean": summary.mean,
-            "max": summary.max,
-        },
+        goodput_images_per_s=run.images_on_time / elapsed_s,
+        latency_s=_percentiles(run.latencies_s),
+        refusal_latency_s=_percentiles(run.refusal_latencies_s)
+        if run.refusal_latencies_s
+        else None,
         accuracy=run.correct / run.images_ok if run.images_ok else None,
         energy_j_per_image=energy,
         energy_source=after[2],
@@ -195,31 +223,48 @@ async def run_load(config: LoadgenConfig) -> LoadReport:
     )
 
 
-async def _metrics(client) -> tuple[float, float, str]:
-    import httpx
-
-    try:
-        response = await client.get("/metrics")
-    except httpx.HTTPError as error:
-        raise ConfigError(f"cannot reach {client.base_url}: {error}") from None
-    if response.status_code != 200:
-        raise ConfigError(
-            f"{client.base_url}/metrics answered {response.status_code}: {response.text[:200]}"
-        )
-    return scrape_energy(response.text)
+def _percentiles(values: list[float]) -> dict[str, float]:
+    summary = summarize(values)
+    return {
+        "p50": summary.p50,
+        "p90": summary.p90,
+        "p99": summary.p99,
+        "mean": summary.mean,
+        "max": summary.max,
+    }
 
 
 class _Run:
     """The state of one load run: sends requests and tallies the answers."""
 
-    def __init__(self, client, config: LoadgenConfig, files, labels) -> None:
+    def __init__(self, client: HttpClient, config: LoadgenConfig, files, labels) -> None:
         self.client, self.config = client, config
         self.files, self.labels = files, labels
         self._rng = make_rng(config.seed)
-        self.sent = self.images_ok = self.correct = 0
+        self._headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+        if config.token:
+            self._headers["Authorization"] = f"Bearer {config.token}"
+        if config.deadline_s is not None:
+            self._headers["X-Deadline-S"] = f"{config.deadline_s:g}"
+        self.sent = self.images_ok = self.images_on_time = self.correct = 0
         self.latencies_s: list[float] = []
+        self.refusal_latencies_s: list[float] = []
         self.errors: Counter[str] = Counter()
         self.error_examples: dict[str, str] = {}
+
+    async def metrics(self) -> tuple[float, float, str]:
+        """(energy, images served, sources) from the server's ``/metrics``."""
+        headers = {k: v for k, v in self._headers.items() if k == "Authorization"}
+        request = encode_request("GET", "/metrics", self.client.authority, headers)
+        try:
+            reply = await self.client.send(request, 30.0)
+        except (TimeoutError, *CONNECTION_ERRORS) as error:
+            raise ConfigError(f"cannot reach {self.config.url}: {error!r}") from None
+        if reply.status != 200:
+            raise ConfigError(
+                f"{self.config.url}/metrics answered {reply.status}: {reply.body[:200]!r}"
+            )
+        return scrape_energy(reply.body.decode())
 
     async def open_loop(self, rate_per_s: float) -> None:
         times_s = arrival_times_s(
@@ -242,30 +287,34 @@ class _Run:
         await asyncio.gather(*(client() for _ in range(concurrency)))
 
     async def one_request(self) -> None:
-        import httpx
-
         picks = self._rng.integers(len(self.files), size=self.config.images_per_request)
-        files = [("image", (f"{i}.png", self.files[i], "image/png")) for i in picks]
-        data = {} if self.config.deadline_s is None else {"deadline_s": self.config.deadline_s}
+        body = multipart_body([self.files[i] for i in picks])
+        request = encode_request("POST", "/v1/classify", self.client.authority, self._headers, body)
         self.sent += 1
         started_s = time.perf_counter()
         try:
-            response = await self.client.post("/v1/classify", files=files, data=data)
-        except httpx.TimeoutException:
+            reply = await self.client.send(request, self.config.timeout_s)
+        except TimeoutError:
             self.errors["timeout"] += 1
             return
-        except httpx.TransportError as error:
+        except CONNECTION_ERRORS as error:
             self.errors["connection"] += 1
-            self.error_examples.setdefault("connection", str(error))
+            self.error_examples.setdefault("connection", repr(error))
             return
-        if response.status_code != 200:
-            key = str(response.status_code)
+        elapsed_s = time.perf_counter() - started_s
+        if reply.status != 200:
+            key = str(reply.status)
             self.errors[key] += 1
-            self.error_examples.setdefault(key, response.text[:300])
+            self.error_examples.setdefault(key, reply.body[:300].decode(errors="replace"))
+            if key in REFUSALS:
+                self.refusal_latencies_s.append(elapsed_s)
             return
-        self.latencies_s.append(time.perf_counter() - started_s)
-        results = response.json()["results"]
+        self.latencies_s.append(elapsed_s)
+        results = json.loads(reply.body)["results"]
         self.images_ok += len(results)
+        deadline_s = self.config.deadline_s
+        if deadline_s is None or elapsed_s <= deadline_s:
+            self.images_on_time += len(results)
         self.correct += sum(
             int(r["label"]) == int(self.labels[i]) for r, i in zip(results, picks, strict=True)
         )

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import ray
 
 from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
@@ -25,9 +27,7 @@ from hetsched.slim.serving.config import ServeConfig, default_servers
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import InputSpec
 from hetsched.slim.serving.metrics import ServingMetrics
-
-if TYPE_CHECKING:  # the pool imports Ray, an optional dependency
-    from hetsched.slim.serving.pool import RayServerPool
+from hetsched.slim.serving.pool import RayServerPool
 
 LOG = logging.getLogger(__name__)
 
@@ -100,10 +100,6 @@ class ServingRuntime:
             ConfigError: For bad executor knobs or a router that does not fit the servers.
             ServerStartError: If a server actor cannot start.
         """
-        import ray
-
-        from hetsched.slim.serving.pool import RayServerPool
-
         self.event_loop = asyncio.get_running_loop()
         config = self.config
         checkpoint = load_checkpoint(config.checkpoint)
@@ -133,6 +129,7 @@ class ServingRuntime:
             widths=config.widths,
             group_sizes=config.group_sizes,
             max_attempts=config.admission.max_attempts,
+            shed_from=config.admission.shed_from,
         )
         self.front.start()
         names = ", ".join(f"{server.name} ({server.device})" for server in servers)
@@ -145,7 +142,5 @@ class ServingRuntime:
         if self.pool is not None:
             await self.pool.stop()
         if self._owns_ray:
-            import ray
-
             ray.shutdown()
             self._owns_ray = False

@@ -1,0 +1,239 @@
+"""The HTTP layer over a fake serving system (no Ray): hardening, early refusals, the error body."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import socket
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from hetsched.slim.serving.app import create_app
+from hetsched.slim.serving.config import AdmissionConfig, HttpConfig, ServeConfig
+from hetsched.slim.serving.http_server import BackgroundServer
+from tests.slim_serving.fakes import SPEC, FakePool, FakeService, array_label
+
+TOKEN = "app-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+HTTP = HttpConfig(header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_s=5)
+
+
+def serve(pool: FakePool | None = None, **admission) -> tuple[BackgroundServer, FakeService]:
+    config = ServeConfig(
+        checkpoint=Path("unused.pt"),
+        admission=AdmissionConfig(max_image_bytes=20_000, max_body_bytes=200_000, **admission),
+        token=TOKEN,
+        http=HTTP,
+    )
+    service = FakeService(config, pool)
+    server = BackgroundServer(create_app(service), HTTP)
+    server.start()
+    return server, service
+
+
+@pytest.fixture(scope="module")
+def server():
+    background, service = serve()
+    yield background.url, service
+    background.stop()
+
+
+@pytest.fixture
+def client(server):
+    with httpx.Client(base_url=server[0], headers=AUTH, timeout=10) as http:
+        yield http
+
+
+def image(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=SPEC.shape).astype(np.float32)
+
+
+def b64(array: np.ndarray, **fields) -> dict:
+    return {"b64": base64.b64encode(array.tobytes()).decode(), "shape": list(array.shape), **fields}
+
+
+def png(size: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("L", (size, size)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_classify_answers_each_image(client):
+    images = [image(i) for i in range(3)]
+    response = client.post("/v1/classify", json={"images": [x.tolist() for x in images]})
+    assert response.status_code == 200, response.text
+    assert [r["label"] for r in response.json()["results"]] == [array_label(x) for x in images]
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"images": [image().tolist()], "top_k": "Infinity"}, "top_k"),
+        ({"images": [image().tolist()], "deadline_s": True}, "deadline_s"),
+        ({"images": [image().tolist()], "width": -1}, "Extra inputs are not permitted"),
+        ({"images": [b64(image(), dtype=["float32"])]}, "dtype"),
+        ({"images": [b64(image(), dtype={"a": 1})]}, "dtype"),
+        ({"images": [{"b64": "AAAA", "shape": [4294967296, 4294967296]}]}, "more than"),
+        ({"images": [b64(image(), extra=1)]}, "unknown field"),
+        ({"images": [image().tolist()], "min_width": 1.5}, "min_width"),
+    ],
+)
+def test_fuzz_found_bodies_get_a_4xx_with_a_reason(client, body, words):
+    response = client.post("/v1/classify", json=body)
+    assert 400 <= response.status_code < 500, response.text
+    assert words in response.json()["error"] and response.json()["reason"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"images": [], "top_k": Infinity}',
+        b'{"images": [[[NaN]]]}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"images": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ],
+)
+def test_non_standard_or_deep_json_is_400(client, raw):
+    response = client.post(
+        "/v1/classify", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code in (400, 413), response.text
+    assert response.json()["reason"]
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that declares ``width`` x ``height`` pixels in a few dozen bytes (a bomb's head)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    idat = zlib.compress(b"\0" * 64)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    )
+
+
+def test_decompression_bomb_png_is_413(client):
+    bomb = png_header(20_000, 20_000)  # 400 M pixels declared
+    response = client.post("/v1/classify", files=[("image", ("b.png", bomb, "image/png"))])
+    assert response.status_code == 413 and response.json()["reason"] == "image_too_large"
+
+
+def test_form_options_and_unknown_form_fields(client):
+    files = [("image", ("a.png", png(8), "image/png"))]
+    ok = client.post("/v1/classify", files=files, data={"top_k": "2", "deadline_s": "5"})
+    assert ok.status_code == 200 and len(ok.json()["results"][0]["top_k"]) == 2
+    bad = client.post("/v1/classify", files=files, data={"deadline_s": "inf"})
+    assert bad.status_code == 400 and "finite" in bad.json()["error"]
+    unknown = client.post("/v1/classify", files=files, data={"width": "-1"})
+    assert unknown.status_code == 400 and "'width'" in unknown.json()["error"]
+
+
+def test_unknown_paths_and_methods_use_the_error_body(client):
+    missing = client.get("/nope")
+    assert missing.status_code == 404 and missing.json()["reason"] == "not_found"
+    wrong = client.get("/v1/classify")
+    assert wrong.status_code == 405 and wrong.json()["reason"] == "method_not_allowed"
+
+
+def test_token_covers_docs_and_openapi_but_not_probes(server):
+    url, _ = server
+    for path in ("/docs", "/openapi.json", "/metrics", "/v2/models/slimresnet"):
+        response = httpx.get(f"{url}{path}")
+        assert response.status_code == 401 and response.json()["reason"] == "unauthorized"
+    for path in ("/healthz", "/readyz", "/v2/health/live", "/v2/health/ready"):
+        assert httpx.get(f"{url}{path}").status_code == 200
+    schema = httpx.get(f"{url}/openapi.json", headers=AUTH).json()
+    body = schema["paths"]["/v1/classify"]["post"]["requestBody"]["content"]
+    assert set(body) == {"application/json", "multipart/form-data"}
+
+
+def test_an_unhandled_error_is_a_counted_500_with_a_body_on_a_live_connection(server, client):
+    _, service = server
+    front = service.front
+    original = front.submit
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    front.submit = broken
+    try:
+        response = client.post("/v1/classify", json={"images": [image().tolist()]})
+    finally:
+        front.submit = original
+    assert response.status_code == 500 and response.json()["reason"] == "internal"
+    assert "a bug" not in response.text  # details stay in the server's log
+    after = client.post("/v1/classify", json={"images": [image().tolist()]})
+    assert after.status_code == 200  # the same keep-alive client goes on
+    metrics = client.get("/metrics").text
+    assert 'hetsched_slim_http_requests_total{route="/v1/classify",status="500"} 1.0' in metrics
+
+
+def read_until_closed(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the socket, and when it closed."""
+    started = time.monotonic()
+    sock.settimeout(limit_s)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data, time.monotonic() - started
+
+
+def test_slowloris_head_is_closed_after_the_header_timeout(server):
+    host, port = server[0].removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        data, closed_after_s = read_until_closed(sock, 5)
+    assert data == b"" and closed_after_s < 3
+
+
+def test_slow_body_gets_408_and_the_connection_closed(server):
+    host, port = server[0].removeprefix("http://").split(":")
+    head = (
+        "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: 100000\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(head.encode() + b'{"images": [')
+        data, closed_after_s = read_until_closed(sock, 5)
+    assert data.startswith(b"HTTP/1.1 408") and b"body_timeout" in data
+    assert closed_after_s < 3
+
+
+def test_overload_is_refused_from_the_headers_before_the_body_arrives():
+    pool = FakePool(seconds=2.0)  # images stay in the system
+    background, service = serve(pool, max_images_in_system=4)
+    try:
+        with httpx.Client(base_url=background.url, headers=AUTH, timeout=10) as http:
+            body = {"images": [image(i).tolist() for i in range(4)]}
+            with pytest.raises(httpx.ReadTimeout):  # fills the system, then waits
+                http.post("/v1/classify", json=body, timeout=0.3)
+        host, port = background.url.removeprefix("http://").split(":")
+        head = (
+            "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: 150000\r\n\r\n"
+        )
+        with socket.create_connection((host, int(port))) as sock:
+            started = time.monotonic()
+            sock.sendall(head.encode())  # the body never comes
+            sock.settimeout(5)
+            reply = sock.recv(65536)
+            elapsed_s = time.monotonic() - started
+    finally:
+        background.stop()
+    status, _, rest = reply.partition(b"\r\n")
+    assert status == b"HTTP/1.1 429 Too Many Requests" and b"retry-after: " in rest.lower()
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["reason"] == "queue_full"
+    assert elapsed_s < 0.4  # well before the body timeout (0.5 s): nothing was read
+    assert service.metrics.rejected.labels("queue_full")._value.get() == 1
