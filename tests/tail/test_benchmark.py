@@ -261,15 +261,21 @@ def test_background_parses_a_uniform_range():
 
 def test_extender_priority_is_scaled_to_plugin_scores_times_the_deployed_weight():
     assert "default+extender" in SCORERS and EXTENDER_WEIGHT == 5
-    assert weighted_extender_scores({"a": 0.1, "b": 0.2, "c": 0.3}) == {"a": 500, "b": 250, "c": 0}
+    # dead-band scaling (tail.scoring): 100/200/300 ms are 3.4 and 5.5 bands of 0.2 above the best
+    assert weighted_extender_scores({"a": 0.1, "b": 0.2, "c": 0.3}) == {
+        "a": 500,
+        "b": 350,
+        "c": 250,
+    }
     assert weighted_extender_scores({"a": 0.2, "b": 0.2}) == {"a": 500, "b": 500}
 
 
 def test_extender_maps_p90_over_the_fitting_nodes_only():
     nodes = TABLE_I[:3]
-    # node1 is fastest but full: among node2 and node3 the faster gets the full 10 points.
+    # node1 is fastest but full: among node2 and node3 the faster gets the full 10 points, the
+    # other 7 (400 ms is 3.4 dead-band widths of 0.2 above 200 ms in log1p(ms), tail.scoring).
     combined = with_extender([100.0, 150.0, 160.0], [0.1, 0.2, 0.4], nodes, [1, 2])
-    assert combined == [100.0, 150.0 + 500, 160.0]
+    assert combined == [100.0, 150.0 + 500, 160.0 + 350]
 
 
 class ConstantRegressor:

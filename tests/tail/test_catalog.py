@@ -29,7 +29,7 @@ def test_shipped_catalogue_is_the_zoo_counted_now():
     """The package data must equal a fresh count of the zoo (regenerate it when this fails:
     `hetsched tail catalog --out src/hetsched/tail/data/model_catalog.json`)."""
     shipped = default_catalog()
-    assert shipped.keys() == MODELS.names()
+    assert shipped.model_keys() == MODELS.names()
     assert build_catalog(MODELS.names()).models == shipped.models
     assert resolve_model_features("resnet50").size_mb == pytest.approx(97.66, abs=0.1)
 
@@ -38,7 +38,7 @@ def test_catalogue_round_trip_and_onnx_source(tmp_path):
     onnx_path = tmp_path / "tiny.onnx"
     write_tiny_onnx(onnx_path)
     catalog = build_catalog(["cnn-s", f"my-net={onnx_path}", str(onnx_path)])
-    assert catalog.keys() == ["cnn-s", "my-net", "tiny"]
+    assert catalog.model_keys() == ["cnn-s", "my-net", "tiny"]
     entry = catalog.models["my-net"]
     assert entry.conv_flops == 2 * 4 * 8 * 9 * 64 // 2 and entry.parameters == 8 * 2 * 9 + 40
     assert entry.input_shape == (1, 4, 8, 8) and entry.source == "onnx:tiny.onnx"

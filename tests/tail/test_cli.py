@@ -58,7 +58,7 @@ def test_catalog_writes_a_loadable_catalogue(tmp_path):
     out = tmp_path / "catalog.json"
     result = invoke("catalog", "cnn-s", "cnn-m", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert load_catalog(out).keys() == ["cnn-m", "cnn-s"]
+    assert load_catalog(out).model_keys() == ["cnn-m", "cnn-s"]
 
 
 def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
@@ -119,9 +119,8 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
 
 def test_extender_config_and_schedule(repo_dir):
     result = invoke("extender", "--print-config", "--port", "9999")
-    assert (
-        'urlPrefix: "http://127.0.0.1:9999"' in result.output and "ignorable: true" in result.output
-    )
+    assert 'urlPrefix: "http://127.0.0.1:9999"' in result.output
+    assert "ignorable: true" in result.output and "nodeCacheCapable: false" in result.output
     nodes = json.loads((FIXTURES / "extender_args_nodes.json").read_text())["Nodes"]["items"]
     pod = json.loads((FIXTURES / "extender_args_nodes.json").read_text())["Pod"]
     pod["spec"]["schedulerName"] = SCHEDULER_NAME
@@ -134,17 +133,35 @@ def test_extender_config_and_schedule(repo_dir):
         api.close()
 
 
-def test_extender_serves_for_a_duration(repo_dir):
+def test_extender_serves_for_a_duration(repo_dir, tmp_path):
     done = threading.Event()
+    outputs: list[str] = []
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
 
     def run() -> None:
-        invoke("extender", "--repo", str(repo_dir), "--port", "0", "--duration-s", "0.2")
+        args = ["--repo", str(repo_dir), "--port", "0", "--duration-s", "0.2"]
+        result = invoke("extender", *args, "--host", "0.0.0.0", "--token-file", str(token))
+        outputs.append(result.output)
+        outputs.append(invoke("extender", *args, "--host", "0.0.0.0").output)
         done.set()
 
     thread = threading.Thread(target=run)
     thread.start()
-    thread.join(timeout=30)
+    thread.join(timeout=60)
     assert done.is_set()
+    assert "extender on http://" in outputs[0] and "warning" not in outputs[0]
+    assert "without a bearer token" in outputs[1]
+
+
+def test_extender_refuses_bad_options(repo_dir, tmp_path):
+    missing = invoke("extender", "--repo", str(repo_dir), "--token-file", str(tmp_path / "no"))
+    assert missing.exit_code != 0 and "not found" in str(missing.exception)
+    half_tls = invoke("extender", "--repo", str(repo_dir), "--tls-cert", str(tmp_path / "c"))
+    assert half_tls.exit_code != 0 and "certificate and a key" in str(half_tls.exception)
+    bad_map = ["--node-prometheus", "http://127.0.0.1:9", "--instance-node", "no-equals"]
+    mapping = invoke("extender", "--repo", str(repo_dir), "--port", "0", *bad_map)
+    assert mapping.exit_code != 0 and "INSTANCE=NODE" in str(mapping.exception)
 
 
 def test_dataset_needs_one_source(tmp_path):

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from hetsched.core.errors import DataError
+from hetsched.tail.node_agent import serve_agent
 from hetsched.tail.node_features import (
     NodeCapacity,
     capacity_from_agent_json,
@@ -13,7 +14,6 @@ from hetsched.tail.node_features import (
     effective_cores,
     effective_freq,
     local_capacity,
-    serve_agent,
     utilisation_fractions,
 )
 
@@ -51,7 +51,8 @@ def test_local_psutil_and_agent_round_trip():
     assert cap.cores == 1 and 0 <= cap.cpu_eff <= 1
     server = serve_agent("me")
     try:
-        payload = httpx.get(f"http://127.0.0.1:{server.server_address[1]}/").json()
+        payload = httpx.get(f"{server.url}/").json()
         assert capacity_from_agent_json(payload).name == "me"
+        assert httpx.get(f"{server.url}/nope").json()["reason"] == "not_found"  # shared stack
     finally:
-        server.shutdown()
+        server.stop()

@@ -100,7 +100,7 @@ class ModelCatalog(BaseModel):
         entry = self.models.get(key)
         return None if entry is None else entry.features(key)
 
-    def keys(self) -> list[str]:
+    def model_keys(self) -> list[str]:
         """The catalogue's model keys, sorted."""
         return sorted(self.models)
 

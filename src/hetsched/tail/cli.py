@@ -34,7 +34,7 @@ def flops(
     from hetsched.tail.catalog_build import build_catalog
 
     catalog = build_catalog(models)
-    rows = [{"name": key, **catalog.models[key].model_dump()} for key in catalog.keys()]
+    rows = [{"name": key, **catalog.models[key].model_dump()} for key in catalog.model_keys()]
     for r in rows:
         r["gflops"] = r["flops"] / 1e9
     _table(
@@ -68,7 +68,7 @@ def catalog(
 
     built = build_catalog(models or MODELS.names())
     save_catalog(built, out)
-    console.print(f"wrote {len(built.models)} models ({', '.join(built.keys())}) to {out}")
+    console.print(f"wrote {len(built.models)} models ({', '.join(built.model_keys())}) to {out}")
 
 
 def _parse_nodes(text: str) -> list:
@@ -250,46 +250,93 @@ def retrain(
 
 
 def _scorer(repo: Path, live_prometheus: str):
-    from hetsched.tail.node_features import capacities_from_prometheus
     from hetsched.tail.regressors import ModelRepository
     from hetsched.tail.scoring import P90Scorer
+    from hetsched.tail.telemetry import PrometheusNodeSource, fetch_capacities
 
     fitted, _ = ModelRepository(repo).load()
-    live = (
-        {c.name: c for c in capacities_from_prometheus(live_prometheus)} if live_prometheus else {}
-    )
+    source = PrometheusNodeSource(live_prometheus)
+    live = {c.name: c for c in fetch_capacities(source)} if live_prometheus else {}
     return P90Scorer(fitted, live)
 
 
 @app.command()
 def extender(
     repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
-    port: int = typer.Option(8888, help="Port on 127.0.0.1."),
-    node_prometheus: str = typer.Option("", help="Prometheus with node_exporter metrics."),
+    catalog: Path = typer.Option(
+        None, help="Model-feature catalogue (`tail catalog`); default: the built-in zoo's."
+    ),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0: all interfaces)."),
+    port: int = typer.Option(8888, help="Port (0: a free one)."),
+    token_file: Path = typer.Option(
+        None, help="File holding a bearer token every call but the probes must send."
+    ),
+    tls_cert: Path = typer.Option(None, help="PEM certificate: serve HTTPS."),
+    tls_key: Path = typer.Option(None, help="PEM key of --tls-cert."),
+    tls_client_ca: Path = typer.Option(
+        None, help="PEM CA: require client certificates it signed (kube-scheduler's tlsConfig)."
+    ),
+    max_body_mib: float = typer.Option(8.0, min=0.01, help="Largest request body (MiB)."),
+    node_prometheus: str = typer.Option(
+        "", help="Prometheus with node_exporter metrics: live load, refreshed in the background."
+    ),
+    node_label: str = typer.Option("node", help="Series label holding the node name."),
+    instance_node: list[str] = typer.Option(
+        None, help="INSTANCE=NODE for series without --node-label (repeatable)."
+    ),
+    telemetry_interval_s: float = typer.Option(15.0, min=0.1, help="Telemetry refresh period."),
+    telemetry_ttl_s: float = typer.Option(
+        60.0, min=0.1, help="A node reading older than this is stale: scored neutrally."
+    ),
+    error_band: float = typer.Option(
+        0.0, min=0.0, help="Score dead band in log1p(ms) (0: the model's recorded RMSLE)."
+    ),
     duration_s: float = typer.Option(0.0, help="Stop after this long (0: run until Ctrl-C)."),
     print_config: bool = typer.Option(False, help="Print a KubeSchedulerConfiguration and exit."),
 ) -> None:
-    """Serves the scheduler extender (POST /filter, /prioritize) on 127.0.0.1."""
+    """Serves the scheduler extender (POST /filter, /prioritize; /healthz, /readyz, /metrics)."""
     import time
 
-    from hetsched.tail.extender import SAMPLE_SCHEDULER_CONFIG, serve_in_thread
+    from hetsched.core.web import ServiceConfig
+    from hetsched.core.web_server import ServiceServer
+    from hetsched.tail.extender import scheduler_config
+    from hetsched.tail.extender_app import build_extender, create_extender_app
+    from hetsched.tail.telemetry import PrometheusNodeSource, parse_instance_nodes
 
+    if token_file is not None and not token_file.is_file():
+        raise HetschedError(f"--token-file {token_file} not found")
+    config = ServiceConfig(
+        host=host,
+        port=port,
+        token=token_file.read_text().strip() if token_file else None,
+        max_body_bytes=int(max_body_mib * 2**20),
+        tls_certfile=tls_cert,
+        tls_keyfile=tls_key,
+        tls_client_ca=tls_client_ca,
+    )
     if print_config:
-        console.print(SAMPLE_SCHEDULER_CONFIG.replace("8888", str(port)), highlight=False)
+        url = f"{config.scheme}://{host}:{port}"
+        console.print(scheduler_config(url, bool(node_prometheus)), highlight=False)
         return
-    server = serve_in_thread(_scorer(repo, node_prometheus), port)
-    console.print(f"extender on http://127.0.0.1:{server.server_address[1]}")
+    source = None
+    if node_prometheus:
+        instances = parse_instance_nodes(instance_node or [])
+        source = PrometheusNodeSource(node_prometheus, node_label, instances)
+    service = build_extender(repo, catalog, error_band or None, telemetry_ttl_s if source else None)
+    app = create_extender_app(service, config, source, telemetry_interval_s)
+    warning = config.exposure_warning()
+    if warning:
+        console.print(warning, style="yellow")
+    server = ServiceServer(app, config)
+    if not duration_s:
+        console.print(f"extender on {config.scheme}://{host}:{port} (Ctrl-C stops)")
+        server.serve()
+        return
+    console.print(f"extender on {server.start()} for {duration_s:g} s")
     try:
-        time.sleep(duration_s) if duration_s else threading_wait()
+        time.sleep(duration_s)
     finally:
-        server.shutdown()
-
-
-def threading_wait() -> None:
-    """Blocks until interrupted."""
-    import threading
-
-    threading.Event().wait()
+        server.stop()
 
 
 @app.command()

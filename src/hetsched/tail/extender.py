@@ -1,189 +1,225 @@
-"""Kubernetes scheduler extender over HTTP: ``POST /filter`` and ``POST /prioritize``.
+"""Kubernetes scheduler extender logic: filter by predicted P90 against the pod's SLO, prioritize.
 
-Speaks the upstream extender JSON (k8s.io/kube-scheduler/extender/v1): ExtenderArgs
-``{"Pod", "Nodes", "NodeNames"}`` in; ExtenderFilterResult ``{"Nodes", "NodeNames", "FailedNodes",
-"FailedAndUnresolvableNodes", "Error"}`` and HostPriorityList ``[{"Host", "Score"}]`` out.
-Filter drops nodes whose predicted P90 exceeds the pod's ``hetsched.io/p90-slo-ms`` annotation;
-prioritize maps predicted P90 to 0..10. A malformed request (bad JSON or UTF-8, wrong shape) gets a
-400 with a message; if the model cannot be resolved or predicted, prioritize answers neutral equal
-scores (the ``ignorable`` contract: scheduling goes on without us).
+The HTTP service around it is :mod:`hetsched.tail.extender_app`. Semantics (the operator's guide is
+docs/tail/extender.md):
 
-Bodies are decoded and encoded with orjson: a 100-node request is 78 KiB of JSON, and the stdlib
-codec took ~0.8 ms of a 5 ms p99 budget to parse it (orjson ~0.4 ms).
+* The pod names its model with ``hetsched.io/model``, a key of the model-feature catalogue, and
+  may set an SLO ``hetsched.io/p90-slo-ms``. Nothing else in the request is trusted or followed.
+* A node's eq. 8 capacity comes from the telemetry cache (live load) if it has a fresh reading;
+  a stale reading (older than the TTL) makes the node *neutral*. Without any reading, a full Node
+  object gives its allocatable CPU, idle; a bare name (``nodeCacheCapable: true``) is neutral.
+* Filter: a node whose predicted P90 exceeds the SLO fails. If it would exceed it even idle, no
+  preemption can help: it goes to ``FailedAndUnresolvableNodes``; otherwise to ``FailedNodes``.
+  Neutral nodes are kept.
+* Prioritize: scores 0..10 by :func:`~hetsched.tail.scoring.scores_from_p90` (dead band of the
+  model's error); neutral nodes get :data:`~hetsched.tail.scoring.NEUTRAL_SCORE`.
+* Fail-open: an unknown model, a bad SLO or a failing regressor gives neutral scores and filters
+  nothing, with ``Error`` empty, so scheduling proceeds as without the extender (and it does not
+  depend on ``ignorable: true``, though the sample configuration sets it for outages).
 """
 
 from __future__ import annotations
 
-import gc
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import orjson
+import math
+from collections import Counter
+from dataclasses import dataclass, field
 
 from hetsched.core.errors import HetschedError
-from hetsched.core.http import send_json_body
-from hetsched.tail.models import MODEL_ANNOTATION, manifest_model_ref, resolve_model_features
+from hetsched.tail.catalog import ModelCatalog
+from hetsched.tail.extender_api import ExtenderArgs, Node
+from hetsched.tail.flops import ModelFeatures
+from hetsched.tail.models import MODEL_ANNOTATION, UnknownModelError, features_for_annotations
+from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.scoring import (
     EXTENDER_WEIGHT,
-    MAX_EXTENDER_PRIORITY,
+    NEUTRAL_SCORE,
     SLO_ANNOTATION,
     P90Scorer,
-    capacity_from_node_object,
-    scores_from_p90,
+    idle_capacity,
 )
+from hetsched.tail.telemetry import NodeTelemetry, TelemetryView
 
-NEUTRAL_SCORE = MAX_EXTENDER_PRIORITY // 2
+EMPTY_VIEW = TelemetryView({}, 0.0)
 
-SAMPLE_SCHEDULER_CONFIG = f"""\
+
+@dataclass
+class Outcome:
+    """What one request fell back on, for the service's metrics: the model fallback's reason
+    (None if the model was scored) and the neutral nodes by why."""
+
+    model_fallback: str | None = None
+    neutral_nodes: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Extender:
+    """Filter and prioritize for one regressor, catalogue and (optional) telemetry cache."""
+
+    scorer: P90Scorer
+    catalog: ModelCatalog
+    telemetry: NodeTelemetry | None = None
+
+    def _capacities(self, args: ExtenderArgs, outcome: Outcome) -> list[NodeCapacity]:
+        """The scorable nodes' capacities; the others are counted in ``outcome`` as neutral."""
+        view = self.telemetry.view() if self.telemetry is not None else EMPTY_VIEW
+        scorable: list[NodeCapacity] = []
+        nodes: list[Node] | list[str] = args.Nodes.items if args.Nodes else args.NodeNames or []
+        for node in nodes:
+            name = node if isinstance(node, str) else node.metadata.name
+            live, stale = view.lookup(name)
+            if live is not None and not stale:
+                scorable.append(live)
+                continue
+            if stale:
+                why: str | None = "stale"
+            elif isinstance(node, Node):
+                why = self._idle(node, scorable)
+            else:
+                why = "unknown_node"
+            if why is not None:
+                outcome.neutral_nodes[why] += 1
+        return scorable
+
+    @staticmethod
+    def _idle(node: Node, scorable: list[NodeCapacity]) -> str | None:
+        """Adds the node's idle capacity from its object; the neutral reason if it has none."""
+        cpu = node.status.cpu() if node.status is not None else None
+        if cpu is None:
+            return "no_capacity"
+        try:
+            scorable.append(idle_capacity(node.metadata.name, cpu, node.metadata.labels))
+        except HetschedError:
+            return "bad_capacity"
+        return None
+
+    def _model(self, args: ExtenderArgs, outcome: Outcome) -> ModelFeatures | None:
+        try:
+            return features_for_annotations(args.annotations(), self.catalog)
+        except UnknownModelError as error:
+            outcome.model_fallback = error.reason
+            return None
+
+    def _predict(
+        self, model: ModelFeatures, nodes: list[NodeCapacity], outcome: Outcome
+    ) -> dict[str, float] | None:
+        try:
+            p90 = self.scorer.predict(model, nodes)
+        except Exception:  # a broken regressor must not break scheduling (fail-open)
+            outcome.model_fallback = "prediction_failed"
+            return None
+        if not all(math.isfinite(p) for p in p90.values()):
+            outcome.model_fallback = "prediction_failed"
+            return None
+        return p90
+
+    def prioritize(self, args: ExtenderArgs) -> tuple[list[dict], Outcome]:
+        """HostPriorityList in request order, and what it fell back on."""
+        outcome = Outcome()
+        names = args.node_names()
+        scores = dict.fromkeys(names, NEUTRAL_SCORE)
+        model = self._model(args, outcome)
+        if model is not None:
+            nodes = self._capacities(args, outcome)
+            p90 = self._predict(model, nodes, outcome)
+            if p90:
+                scores.update(self.scorer.scores(p90))
+        return [{"Host": name, "Score": scores[name]} for name in names], outcome
+
+    def _slo_ms(self, args: ExtenderArgs, outcome: Outcome) -> float | None:
+        text = args.annotations().get(SLO_ANNOTATION)
+        if text is None:
+            return None
+        try:
+            slo_ms = float(text)
+        except ValueError:
+            slo_ms = math.nan
+        if not math.isfinite(slo_ms) or slo_ms <= 0:
+            outcome.model_fallback = "bad_slo"
+            return None
+        return slo_ms
+
+    def failures(
+        self, args: ExtenderArgs, outcome: Outcome
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(FailedNodes, FailedAndUnresolvableNodes) for the pod's SLO; both empty without one."""
+        slo_ms = self._slo_ms(args, outcome)
+        model = self._model(args, outcome) if slo_ms is not None else None
+        if slo_ms is None or model is None:
+            return {}, {}
+        nodes = self._capacities(args, outcome)
+        live = self._predict(model, nodes, outcome)
+        if not live:
+            return {}, {}
+        over = [n for n in nodes if live[n.name] * 1e3 > slo_ms]
+        idle = self._predict(
+            model, [NodeCapacity(n.name, n.cores, n.freq_ghz, 0, 0) for n in over], outcome
+        )
+        if idle is None:
+            return {}, {}
+        failed, unresolvable = {}, {}
+        for node in over:
+            p_ms, idle_ms = live[node.name] * 1e3, idle[node.name] * 1e3
+            if idle_ms > slo_ms:
+                unresolvable[node.name] = (
+                    f"predicted P90 {idle_ms:.1f} ms even idle > SLO {slo_ms:g} ms"
+                )
+            else:
+                failed[node.name] = f"predicted P90 {p_ms:.1f} ms under load > SLO {slo_ms:g} ms"
+        return failed, unresolvable
+
+    def filter(self, args: ExtenderArgs, raw_items: list | None) -> tuple[dict, Outcome]:
+        """ExtenderFilterResult; ``raw_items`` are the request's Node objects as sent, returned
+        unchanged for the kept nodes (kube-scheduler uses them for its later plugins)."""
+        outcome = Outcome()
+        failed, unresolvable = self.failures(args, outcome)
+        dropped = failed.keys() | unresolvable.keys()
+        result: dict = {
+            "Nodes": None,
+            "NodeNames": None,
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": "",
+        }
+        if args.Nodes is not None and raw_items is not None:
+            kept = [
+                raw
+                for raw, node in zip(raw_items, args.Nodes.items, strict=True)
+                if node.metadata.name not in dropped
+            ]
+            result["Nodes"] = {"metadata": {}, "items": kept}
+        else:
+            result["NodeNames"] = [n for n in args.node_names() if n not in dropped]
+        return result, outcome
+
+
+def warm_up_args(key: str) -> ExtenderArgs:
+    """A one-node prioritize request for catalogue key ``key``, as kube-scheduler shapes it."""
+    return ExtenderArgs.model_validate(
+        {
+            "Pod": {"metadata": {"name": "warm-up", "annotations": {MODEL_ANNOTATION: key}}},
+            "Nodes": {
+                "items": [
+                    {"metadata": {"name": "warm-up"}, "status": {"allocatable": {"cpu": "1"}}}
+                ]
+            },
+        }
+    )
+
+
+def scheduler_config(url_prefix: str, node_cache_capable: bool) -> str:
+    """The ``extenders`` entry of a KubeSchedulerConfiguration for this extender."""
+    return f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
   - schedulerName: default-scheduler
 extenders:
-  - urlPrefix: "http://127.0.0.1:8888"
+  - urlPrefix: "{url_prefix}"
     filterVerb: filter
     prioritizeVerb: prioritize
     weight: {EXTENDER_WEIGHT}
-    nodeCacheCapable: false
-    enableHTTPS: false
+    nodeCacheCapable: {str(node_cache_capable).lower()}
+    enableHTTPS: {str(url_prefix.startswith("https")).lower()}
     ignorable: true
     httpTimeout: 5s
 """
-
-
-class BadRequestError(HetschedError):
-    """An extender request that does not follow the ExtenderArgs shape."""
-
-
-def _nodes_of(args: dict) -> list[dict]:
-    if not isinstance(args, dict) or not isinstance(args.get("Pod"), dict):
-        raise BadRequestError("ExtenderArgs needs a 'Pod' object")
-    nodes = args.get("Nodes")
-    if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
-        items = nodes["items"]
-    elif isinstance(args.get("NodeNames"), list):
-        items = [{"metadata": {"name": n}} for n in args["NodeNames"]]
-    else:
-        raise BadRequestError("ExtenderArgs needs 'Nodes.items' or 'NodeNames'")
-    for i, node in enumerate(items):
-        meta = node.get("metadata") if isinstance(node, dict) else None
-        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-            raise BadRequestError(f"node {i} has no string 'metadata.name'")
-    return items
-
-
-def _predict(scorer: P90Scorer, args: dict, nodes: list[dict]) -> dict[str, float]:
-    ref, shape = manifest_model_ref(args["Pod"])
-    model = resolve_model_features(ref, shape)
-    return scorer.predict(model, [capacity_from_node_object(n, scorer.live) for n in nodes])
-
-
-def handle_filter(scorer: P90Scorer, args: dict) -> dict:
-    """ExtenderFilterResult: nodes whose predicted P90 meets the pod's SLO (all, if none set)."""
-    nodes = _nodes_of(args)
-    annotations = args["Pod"].get("metadata", {}).get("annotations") or {}
-    slo = annotations.get(SLO_ANNOTATION)
-    failed: dict[str, str] = {}
-    error = ""
-    if slo is not None:
-        try:
-            p90 = _predict(scorer, args, nodes)
-            for name, p in p90.items():
-                if p * 1e3 > float(slo):
-                    failed[name] = f"predicted P90 {p * 1e3:.1f} ms > SLO {slo} ms"
-        except (HetschedError, ValueError) as err:
-            error = str(err)
-    kept = [n for n in nodes if n["metadata"]["name"] not in failed]
-    by_items = isinstance(args.get("Nodes"), dict)
-    return {
-        "Nodes": {"metadata": {}, "items": kept} if by_items else None,
-        "NodeNames": None if by_items else [n["metadata"]["name"] for n in kept],
-        "FailedNodes": failed,
-        "FailedAndUnresolvableNodes": {},
-        "Error": error,
-    }
-
-
-def handle_prioritize(scorer: P90Scorer, args: dict) -> list[dict]:
-    """HostPriorityList ordered as the nodes came in; neutral scores if prediction fails."""
-    nodes = _nodes_of(args)
-    names = [n["metadata"]["name"] for n in nodes]
-    try:
-        scores = scores_from_p90(_predict(scorer, args, nodes))
-    except Exception:  # any model failure → neutral, as the ignorable contract expects
-        scores = dict.fromkeys(names, NEUTRAL_SCORE)
-    return [{"Host": name, "Score": scores[name]} for name in names]
-
-
-def _warm_up_args(ref: str) -> dict:
-    """A one-node prioritize request for model ``ref``, shaped as kube-scheduler sends it."""
-    node = {"metadata": {"name": "warm-up"}, "status": {"allocatable": {"cpu": "1"}}}
-    pod = {"metadata": {"name": "warm-up", "annotations": {MODEL_ANNOTATION: ref}}}
-    return {"Pod": pod, "Nodes": {"items": [node]}}
-
-
-def warm_up(scorer: P90Scorer) -> None:
-    """Answers one prioritize per zoo model, then hides what the process holds from the collector.
-
-    Without it the first request for a model builds it in torch to count its FLOPs (resnet50
-    0.5 s, retinanet 0.7 s) and the regressor's first prediction is slow. Afterwards torch, the
-    regressor and the features make ~240 k long-lived objects that every full collection would
-    walk (165 ms here), and per-request garbage does set off full collections now and then:
-    ``gc.freeze`` moves them to the permanent generation, so those collections only see new
-    objects. The freeze is process-wide, which is what a server process wants.
-    """
-    from hetsched.tail.zoo import MODELS
-
-    for ref in MODELS.names():
-        handle_prioritize(scorer, _warm_up_args(ref))
-    gc.collect()
-    gc.freeze()
-
-
-def make_server(scorer: P90Scorer, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """The HTTP server, warmed up (call ``serve_forever``; ``server_address`` gives the port)."""
-    warm_up(scorer)
-    routes = {"/filter": handle_filter, "/prioritize": handle_prioritize}
-
-    class Handler(BaseHTTPRequestHandler):
-        # kube-scheduler keeps its connection to an extender open: answer on it (HTTP/1.1
-        # keep-alive) instead of a new connection and thread per call, and send the body
-        # without waiting for the headers' ACK (Nagle would hold it back).
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def _reply(self, status: int, payload: object) -> None:
-            body = orjson.dumps(payload)
-            send_json_body(self, status, body)
-
-        def _read_args(self) -> object:
-            """The body's JSON; a bad length, bad UTF-8 or bad JSON is the client's error."""
-            try:
-                length = int(self.headers.get("Content-Length", 0))
-                return orjson.loads(self.rfile.read(length) or b"null")
-            except ValueError as error:  # orjson.JSONDecodeError is a ValueError
-                raise BadRequestError(str(error)) from error
-
-        def do_POST(self) -> None:
-            route = routes.get(self.path.rstrip("/"))
-            if route is None:
-                self._reply(404, {"Error": f"no route {self.path}"})
-                return
-            try:
-                reply = route(scorer, self._read_args())
-            except BadRequestError as error:
-                self._reply(400, {"Error": f"malformed extender request: {error}"})
-                return
-            self._reply(200, reply)
-
-        def log_message(self, *args) -> None:
-            return
-
-    return ThreadingHTTPServer((host, port), Handler)
-
-
-def serve_in_thread(scorer: P90Scorer, port: int = 0) -> ThreadingHTTPServer:
-    """Starts the extender on 127.0.0.1 in a daemon thread (tests, benchmarks)."""
-    server = make_server(scorer, port=port)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server

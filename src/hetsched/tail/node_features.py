@@ -1,4 +1,4 @@
-"""Node features under contention: eqs. 6-8 from live utilisation (psutil, Prometheus or an agent).
+"""Node features under contention: eqs. 6-8 from live utilisation (psutil, node_exporter, agent).
 
   eq. 6  CPU_eff  = CPU  · (1 − U_C)
   eq. 7  FREQ_eff = FREQ · (1 − U_F)
@@ -13,13 +13,9 @@ between a 1-core and a 2-core node, so the graded share is used. Both lie in [0,
 
 from __future__ import annotations
 
-import json
-import threading
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from hetsched.core.errors import DataError
-from hetsched.core.http import send_json_body
 
 
 @dataclass(frozen=True)
@@ -27,7 +23,7 @@ class NodeCapacity:
     """A node's hardware vector and its available capacity under contention (eq. 8)."""
 
     name: str
-    cores: int
+    cores: float
     freq_ghz: float
     u_cores: float
     u_freq: float
@@ -50,7 +46,7 @@ def _check_fraction(value: float, what: str) -> float:
     return value
 
 
-def effective_cores(cores: int, u_cores: float) -> float:
+def effective_cores(cores: float, u_cores: float) -> float:
     """Eq. 6."""
     return cores * (1.0 - _check_fraction(u_cores, "U_C"))
 
@@ -99,28 +95,6 @@ def capacity_from_node_exporter(
     return NodeCapacity(name, len(busy), sum(freqs) / len(freqs) / 1e9, u_c, u_f)
 
 
-def capacities_from_prometheus(base_url: str, window: str = "30s") -> list[NodeCapacity]:
-    """Queries a Prometheus that scrapes node_exporter on every node; one capacity per instance."""
-    import httpx
-
-    def query(expr: str) -> list[dict]:
-        response = httpx.get(f"{base_url}/api/v1/query", params={"query": expr}, timeout=5.0)
-        body = response.json()
-        if body.get("status") != "success":
-            raise DataError(f"Prometheus query {expr!r} failed: {body.get('error')}")
-        return body["data"]["result"]
-
-    idle: dict[str, dict[str, float]] = {}
-    for series in query(f'rate(node_cpu_seconds_total{{mode="idle"}}[{window}])'):
-        m = series["metric"]
-        idle.setdefault(m["instance"], {})[m["cpu"]] = float(series["value"][1])
-    freq: dict[str, dict[str, float]] = {}
-    for series in query("node_cpu_frequency_max_hertz"):
-        m = series["metric"]
-        freq.setdefault(m["instance"], {})[m["cpu"]] = float(series["value"][1])
-    return [capacity_from_node_exporter(i, idle[i], freq.get(i, {})) for i in sorted(idle)]
-
-
 def capacity_from_agent_json(payload: dict) -> NodeCapacity:
     """Parses the per-node agent's JSON: name, freq_ghz and per_core_busy (fractions)."""
     try:
@@ -134,28 +108,3 @@ def capacity_from_agent_json(payload: dict) -> NodeCapacity:
         )
     except (KeyError, TypeError, ValueError) as error:
         raise DataError(f"bad node-agent payload: {error!r}") from error
-
-
-def serve_agent(name: str, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """Starts the per-node agent (GET / -> JSON of this machine's utilisation) in a thread."""
-    import psutil
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            per_cpu = psutil.cpu_percent(interval=0.1, percpu=True)
-            freq = psutil.cpu_freq()
-            body = json.dumps(
-                {
-                    "name": name,
-                    "freq_ghz": (freq.max or freq.current) / 1000 if freq else 1.0,
-                    "per_core_busy": [p / 100 for p in per_cpu],
-                }
-            ).encode()
-            send_json_body(self, 200, body)
-
-        def log_message(self, *args) -> None:
-            return
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
