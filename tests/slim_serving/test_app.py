@@ -237,3 +237,86 @@ def test_overload_is_refused_from_the_headers_before_the_body_arrives():
     assert json.loads(rest.partition(b"\r\n\r\n")[2])["reason"] == "queue_full"
     assert elapsed_s < 0.4  # well before the body timeout (0.5 s): nothing was read
     assert service.metrics.rejected.labels("queue_full")._value.get() == 1
+
+
+def infer_body(data, datatype="FP32", shape=(1, 3, 8, 8), **extra) -> dict:
+    tensor = {"name": "input", "shape": list(shape), "datatype": datatype, "data": data}
+    return {"inputs": [tensor], **extra}
+
+
+def test_oip_infer_with_json_data_answers_label_probabilities_and_widths(client):
+    images = np.stack([image(1), image(2)])
+    body = infer_body(images.tolist(), shape=images.shape, id="r1", outputs=[{"name": "label"}])
+    response = client.post("/v2/models/slimresnet/infer", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["id"] == "r1" and answer["model_name"] == "slimresnet"
+    (label,) = answer["outputs"]
+    assert label["name"] == "label" and label["shape"] == [2]
+    assert label["data"] == [array_label(x) for x in images]
+    full = client.post("/v2/models/slimresnet/infer", json=infer_body(images[0].ravel().tolist()))
+    names = [o["name"] for o in full.json()["outputs"]]
+    assert names == ["probabilities", "label", "widths"]
+
+
+def test_oip_binary_data_extension(client):
+    pixels = np.full((1, 3, 8, 8), 255, np.uint8)
+    tensor = {"name": "input", "shape": [1, 3, 8, 8], "datatype": "UINT8"}
+    header = json.dumps(
+        {"inputs": [tensor | {"parameters": {"binary_data_size": pixels.nbytes}}]}
+    ).encode()
+    response = client.post(
+        "/v2/models/slimresnet/infer",
+        content=header + pixels.tobytes(),
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert response.status_code == 200, response.text
+    normalised = (1.0 - 0.5) / 0.25  # SPEC's mean and std
+    label = response.json()["outputs"][1]["data"][0]
+    assert label == array_label(np.full((3, 8, 8), normalised, np.float32))
+    short = client.post(
+        "/v2/models/slimresnet/infer",
+        content=header + pixels.tobytes()[:-1],
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert short.status_code == 400 and "binary_data_size" in short.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "words"),
+    [
+        ("/v2/models/other/infer", infer_body([0.0] * 192), 404, "not served"),
+        ("/v2/models/slimresnet/infer", infer_body([0.0] * 192, shape=(1, 3, 4, 4)), 422, "fit"),
+        ("/v2/models/slimresnet/infer", infer_body([0.0] * 191), 422, "191 values"),
+        ("/v2/models/slimresnet/infer", infer_body([300] * 192, "UINT8"), 400, "UINT8"),
+        ("/v2/models/slimresnet/infer", infer_body([0.0] * 192, "INT8"), 400, "INT8"),
+        (
+            "/v2/models/slimresnet/infer",
+            infer_body([0.0] * 192, parameters={"priority": 1}),
+            400,
+            "priority",
+        ),
+        (
+            "/v2/models/slimresnet/infer",
+            infer_body([0.0] * 192, outputs=[{"name": "logits"}]),
+            400,
+            "logits",
+        ),
+        ("/v2/models/slimresnet/infer", {"inputs": []}, 400, "exactly one input"),
+    ],
+)
+def test_oip_refusals_name_the_problem(client, path, body, status, words):
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"]
+
+
+def test_oip_metadata_and_readiness(client):
+    metadata = client.get("/v2/models/slimresnet").json()
+    assert [i["datatype"] for i in metadata["inputs"]] == ["FP32", "UINT8"]
+    assert client.get("/v2/models/slimresnet/ready").json() == {
+        "name": "slimresnet",
+        "ready": True,
+    }
+    assert client.get("/v2/models/slimresnet/versions/2").status_code == 404
+    assert client.get("/v2").json()["extensions"] == ["binary_tensor_data"]

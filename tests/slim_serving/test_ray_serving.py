@@ -26,6 +26,8 @@ from hetsched.slim.serving.loadgen import holdout_pngs
 from hetsched.slim.serving.runtime import ServingRuntime
 
 ray = pytest.importorskip("ray")
+triton = pytest.importorskip("tritonclient.http")
+triton_utils = pytest.importorskip("tritonclient.utils")
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -234,3 +236,32 @@ def test_killed_server_loses_nothing_and_rejoins(server, digits, digits_checkpoi
     after = asyncio.run(post_all(url, bodies[:8]))
     servers = {s for r in after for item in r.json()["results"] for s in item["servers"]}
     assert "cpu0" in servers
+
+
+def test_a_standard_oip_client_gets_the_models_top1(server, digits, digits_checkpoint):
+    url, _ = server
+    # headers copied per call: the client writes its Inference-Header-Content-Length into them
+    client = triton.InferenceServerClient(url.removeprefix("http://"))
+    assert client.is_server_live(headers=dict(AUTH)) and client.is_server_ready(headers=dict(AUTH))
+    assert client.is_model_ready("slimresnet", headers=dict(AUTH))
+    metadata = client.get_model_metadata("slimresnet", headers=dict(AUTH))
+    assert metadata["inputs"][0]["shape"] == [-1, 3, 8, 8]
+    images = digits[0][:12].astype(np.float32)
+    tensor = triton.InferInput("input", list(images.shape), "FP32")
+    tensor.set_data_from_numpy(images)  # the binary data extension, as the client defaults to
+    result = client.infer(
+        "slimresnet", [tensor], headers=dict(AUTH), parameters={"deadline_s": 30, "min_width": 0.5}
+    )
+    labels, widths = result.as_numpy("label"), result.as_numpy("widths")
+    assert widths.shape == (12, 4) and widths.min() >= 0.5
+    assert labels.tolist() == reference_labels(digits_checkpoint, images, widths.tolist())
+    probabilities = result.as_numpy("probabilities")
+    assert probabilities.shape == (12, 10) and np.allclose(probabilities.sum(axis=1), 1)
+    pixels = np.zeros((1, 3, 8, 8), np.uint8)
+    raw = triton.InferInput("input", [1, 3, 8, 8], "UINT8")
+    raw.set_data_from_numpy(pixels, binary_data=False)  # JSON data
+    wanted = [triton.InferRequestedOutput("label", binary_data=False)]
+    answer = client.infer("slimresnet", [raw], outputs=wanted, headers=dict(AUTH))
+    assert answer.as_numpy("label").shape == (1,) and answer.as_numpy("widths") is None
+    with pytest.raises(triton_utils.InferenceServerException, match="not served"):
+        client.infer("other-model", [tensor], headers=dict(AUTH))
