@@ -9,7 +9,7 @@ unchanged in simulation and live.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -69,4 +69,15 @@ class PriorityPolicy(Protocol):
 
     def score(self, state: QueueState) -> np.ndarray:
         """One score per job in ``state.queue``."""
+        ...
+
+
+@runtime_checkable
+class HoldingPolicy(PriorityPolicy, Protocol):
+    """A policy that may keep every job waiting for one pass (SchedInspector rejecting the base
+    policy's pick): when :meth:`holding` is True right after :meth:`score`, the pass starts nothing
+    and the queue waits for the next arrival or completion."""
+
+    def holding(self) -> bool:
+        """Whether the pass just scored must start nothing."""
         ...

@@ -27,7 +27,7 @@ from hetsched.jobs.cluster.state import ClusterState
 from hetsched.jobs.placement.placers import JobRequest, LookaheadPlacer, Placer
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.history import UsageHistory
-from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
+from hetsched.jobs.policies.queue_state import HoldingPolicy, PriorityPolicy, QueueState
 from hetsched.jobs.sim.config import QUEUE_MODES, SimulationConfig, UnrunnableJobError
 from hetsched.jobs.sim.easy_backfill import head_reservation
 from hetsched.jobs.sim.result import SimulationResult
@@ -71,6 +71,7 @@ class Simulator:
         self._starts_per_pass = self.config.starts_per_pass or getattr(
             policy, "starts_per_pass", None
         )
+        self._holder = policy if isinstance(policy, HoldingPolicy) else None
         # A placer with look-ahead (the MILP placer) is told the next jobs in priority order.
         self._lookahead = self.placer if isinstance(self.placer, LookaheadPlacer) else None
         self.user_codes, _ = jobs.user_codes()
@@ -260,6 +261,8 @@ class Simulator:
             order = self._queue[np.argsort(scores, kind="stable")]
             if self.config.queue_mode == "committed":
                 order = self._commit_head(order)
+            if self._holder is not None and self._holder.holding():
+                order = order[:0]  # the policy keeps every job waiting until the next event
             started = self._start_in_order(order, now)
             if started:
                 self._queue = self._queue[~np.isin(self._queue, started)]
