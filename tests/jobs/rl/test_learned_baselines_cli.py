@@ -20,7 +20,7 @@ TINY = [
     "--epochs", "1", "--trajectories-per-epoch", "3", "--trajectories-per-update", "3",
     "--episode-jobs", "64", "--max-queue", "32", "--metric", "bsld",
 ]  # fmt: skip
-AGENTS = {"rlscheduler": "RLScheduler"}
+AGENTS = {"rlscheduler": "RLScheduler", "schedinspector": "SchedInspector-fcfs"}
 
 
 @pytest.fixture(autouse=True)
@@ -63,4 +63,4 @@ def test_train_then_evaluate_each_agent(agent, tmp_path):
 def test_an_unknown_agent_is_a_one_line_error():
     result = runner.invoke(typer_app, ["jobs", "train", *DATA, "--agent", "alphago"])
     assert result.exit_code != 0 and isinstance(result.exception, UnknownNameError)
-    assert "unknown agent 'alphago'; known: rltune, rlscheduler" in str(result.exception)
+    assert "unknown agent 'alphago'; known: rltune, rlscheduler, schedinspector" in str(result.exception)

@@ -105,9 +105,13 @@ def _describe(console: Console, scenario: Scenario) -> dict[str, object]:
 def train(
     data: ScenarioOptions = ScenarioOptions(),
     agent: str = typer.Option(
-        "rltune", help="Agent: rltune (RLTune's prioritiser) or rlscheduler (RLScheduler's kernel)."
+        "rltune",
+        help="rltune (RLTune's prioritiser), rlscheduler (RLScheduler's kernel) or"
+        " schedinspector (SchedInspector over --base-policy).",
     ),
-    base_policy: str = typer.Option("fcfs", help="Base policy of the reward (fcfs = FIFO)."),
+    base_policy: str = typer.Option(
+        "fcfs", help="Base policy of the reward, and the one SchedInspector inspects (fcfs = FIFO)."
+    ),
     metric: str = typer.Option("wait", help="Reward metric: wait, jct, bsld or util."),
     epochs: int = typer.Option(10, help="Training epochs."),
     trajectories_per_epoch: int = typer.Option(100, help="Episodes per epoch (paper: 100)."),
@@ -119,11 +123,14 @@ def train(
     placement: str = typer.Option("pack", help="Placer: pack, spread or milp."),
     learning_rate: float = typer.Option(1e-3, help="Adam learning rate."),
     gae_lambda: float = typer.Option(1.0, help="GAE lambda (1 = Monte Carlo returns)."),
+    max_rejections: int = typer.Option(
+        4, help="SchedInspector: consecutive rejections before the pick is accepted unasked."
+    ),
     seed: int = typer.Option(0, help="Training seed (weights, sampling, episode starts)."),
     out: Path = typer.Option(Path("runs/jobs/train"), help="Output folder."),
 ) -> None:
-    """Trains a learned scheduler with PPO (RLTune's prioritiser or RLScheduler's kernel); saves
-    checkpoints and curves."""
+    """Trains a learned scheduler with PPO (RLTune's prioritiser, or the learned baselines
+    RLScheduler and SchedInspector); saves checkpoints and curves."""
     check_agent(agent)
     check_metric(metric)
     make_policy(base_policy)
@@ -143,6 +150,7 @@ def train(
             seed=seed,
             learning_rate=learning_rate,
             gae_lambda=gae_lambda,
+            max_rejections=max_rejections,
         )
     except ValueError as error:
         raise HetschedError(f"bad training option: {error}") from None

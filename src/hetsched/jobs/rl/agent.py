@@ -1,5 +1,5 @@
 """The queue-scoring actor-critic of RLTune (Fig. 9) and RLScheduler (its "kernel"), and the
-checkpoints of every jobs agent.
+checkpoints of every jobs agent (SchedInspector's included, :mod:`.inspector_agent`).
 
 The actor is one small MLP applied to every queue slot with shared weights (RLTune's "sliding
 window", RLScheduler's kernel), so the priority of a job depends on its own features and the
@@ -26,6 +26,7 @@ from torch import nn
 from hetsched.core.errors import DataError
 from hetsched.jobs.rl.feature_sets import get_feature_set
 from hetsched.jobs.rl.features import QueueFeatures
+from hetsched.jobs.rl.inspector_agent import InspectorAgent
 from hetsched.jobs.rl.mlp import tanh_mlp
 from hetsched.rl import ActionAndValue, MaskedCategorical
 
@@ -117,7 +118,11 @@ class JobScoringAgent(nn.Module):
             return self.logits(ov).squeeze(0).numpy()
 
 
-def save_checkpoint(path: str | Path, agent: JobScoringAgent, meta: dict[str, Any]) -> None:
+JobsAgent = JobScoringAgent | InspectorAgent
+"""Any agent ``hetsched jobs train`` writes."""
+
+
+def save_checkpoint(path: str | Path, agent: JobsAgent, meta: dict[str, Any]) -> None:
     """Writes the agent's kind, architecture and weights and ``meta`` (numbers and strings)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +138,13 @@ def save_checkpoint(path: str | Path, agent: JobScoringAgent, meta: dict[str, An
     )
 
 
-def _build(kind: str, architecture: dict[str, Any]) -> JobScoringAgent:
+def _build(kind: str, architecture: dict[str, Any]) -> JobsAgent:
+    if kind == InspectorAgent.KIND:
+        return InspectorAgent(
+            int(architecture["max_queue"]),
+            tuple(architecture["hidden"]),
+            int(architecture["max_rejections"]),
+        )
     return JobScoringAgent(
         int(architecture["max_queue"]),
         tuple(architecture["actor_hidden"]),
@@ -142,7 +153,7 @@ def _build(kind: str, architecture: dict[str, Any]) -> JobScoringAgent:
     )
 
 
-def load_checkpoint(path: str | Path) -> tuple[JobScoringAgent, dict[str, Any]]:
+def load_checkpoint(path: str | Path) -> tuple[JobsAgent, dict[str, Any]]:
     """Reads a checkpoint written by :func:`save_checkpoint`.
 
     Raises:

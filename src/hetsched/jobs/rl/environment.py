@@ -28,14 +28,17 @@ import numpy as np
 from hetsched.core.errors import HetschedError
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.policies.queue_state import QueueState
-from hetsched.jobs.rl.episodes import MAX_REDRAWS, NO_DECISION, EpisodeOutcome, EpisodeSampler
+from hetsched.jobs.rl.episodes import (
+    MAX_REDRAWS,
+    NO_DECISION,
+    Chooser,
+    EpisodeOutcome,
+    EpisodeSampler,
+)
 from hetsched.jobs.rl.feature_sets import get_feature_set
 from hetsched.jobs.rl.features import choice_possible
 from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.traces.job_table import JobTable
-
-Chooser = Callable[[np.ndarray, np.ndarray], int]
-"""``(flat observation, action mask) -> action``: how a policy asks an agent."""
 
 
 class DecisionPolicy:

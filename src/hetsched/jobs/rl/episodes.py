@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from hetsched.core.errors import HetschedError
 from hetsched.core.seeding import make_rng
 from hetsched.jobs.cluster.model import Cluster
@@ -72,6 +74,10 @@ def normalised_gap(base: float, rl: float, metric: str) -> float:
 def signed_metric(value: float, metric: str) -> float:
     """``value`` negated when lower is better: RLScheduler's reward, higher = better."""
     return -value if METRICS[check_metric(metric)][1] else value
+
+
+Chooser = Callable[[np.ndarray, np.ndarray], int]
+"""``(flat observation, action mask) -> action``: how a policy asks an agent."""
 
 
 class DecidingPolicy(PriorityPolicy, Protocol):

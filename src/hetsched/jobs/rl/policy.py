@@ -1,7 +1,9 @@
 """Trained agents as priority policies, and policies by name or checkpoint path.
 
 :class:`RLPriorityPolicy` plugs a queue-scoring agent (RLTune's or RLScheduler's) into the
-simulator (or the Slurm adapter) as an ordinary :class:`~hetsched.jobs.policies.PriorityPolicy`.
+simulator (or the Slurm adapter) as an ordinary :class:`~hetsched.jobs.policies.PriorityPolicy`;
+a SchedInspector agent becomes an :class:`~hetsched.jobs.rl.inspector.InspectorPolicy` over its
+base policy (its holds need the simulator: a live Slurm queue only sees the base order).
 :func:`policy_from_checkpoint` turns any checkpoint written by ``hetsched jobs train`` into its
 policy, and :func:`policy_by_name` is the one place where a ``--policy`` value becomes a policy:
 a registered heuristic's name, or a path ending in ``.pt`` for a checkpoint.
@@ -20,6 +22,8 @@ from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
 from hetsched.jobs.rl.agent import JobScoringAgent, load_checkpoint
 from hetsched.jobs.rl.feature_sets import get_feature_set
 from hetsched.jobs.rl.features import choice_possible
+from hetsched.jobs.rl.inspector import InspectorPolicy
+from hetsched.jobs.rl.inspector_agent import InspectorAgent
 
 CHECKPOINT_SUFFIX = ".pt"
 
@@ -60,10 +64,14 @@ class RLPriorityPolicy:
 
 def agent_label(kind: str, meta: dict[str, Any]) -> str:
     """A checkpoint's name in tables: ``RL-<base>`` for RLTune's agent (trained against that base
-    policy), ``RLScheduler`` (its reward has no base policy)."""
+    policy), ``RLScheduler`` (its reward has no base policy), ``SchedInspector-<base>`` (the base
+    policy it inspects)."""
+    base = meta.get("base_policy", "unknown")
     if kind == "rlscheduler":
         return "RLScheduler"
-    return f"RL-{meta.get('base_policy', 'unknown')}"
+    if kind == InspectorAgent.KIND:
+        return f"SchedInspector-{base}"
+    return f"RL-{base}"
 
 
 @dataclass
@@ -72,7 +80,7 @@ class LoadedPolicy:
 
     Attributes:
         policy: The priority policy (named ``label``).
-        kind: The agent kind (``rltune``, ``rlscheduler``).
+        kind: The agent kind (``rltune``, ``rlscheduler``, ``schedinspector``).
         meta: The training metadata (base policy, metric, seed, ...).
     """
 
@@ -82,13 +90,20 @@ class LoadedPolicy:
 
 
 def policy_from_checkpoint(path: str | Path, name: str | None = None) -> LoadedPolicy:
-    """The policy of the agent saved at ``path``, named ``name`` or :func:`agent_label`'s.
+    """The policy of the agent saved at ``path``, named ``name`` or :func:`agent_label`'s: a
+    queue scorer ranks the queue, an inspector holds passes of the base policy it was trained on.
 
     Raises:
         DataError: For a missing or unreadable checkpoint.
     """
     agent, meta = load_checkpoint(path)
-    policy = RLPriorityPolicy(agent, name or agent_label(agent.kind, meta))
+    label = name or agent_label(agent.kind, meta)
+    policy: PriorityPolicy
+    if isinstance(agent, InspectorAgent):
+        base = make_policy(str(meta.get("base_policy", "fcfs")))
+        policy = InspectorPolicy(base, agent.decide, agent.max_queue, agent.max_rejections, label)
+    else:
+        policy = RLPriorityPolicy(agent, label)
     return LoadedPolicy(policy, agent.kind, meta)
 
 

@@ -1,12 +1,13 @@
-"""Training a jobs agent with PPO (RLTune section 3.1.1, Fig. 8, Fig. 11; RLScheduler).
+"""Training a jobs agent with PPO (RLTune §3.1.1, Figs. 8 and 11; RLScheduler; SchedInspector).
 
 One trajectory = one episode (:mod:`.episodes`: 256 jobs from a random start of the training
 part) under the agent's decision policy. Every ``trajectories_per_update`` trajectories the agent
 is updated with the shared PPO of :mod:`hetsched.rl` (clipped surrogate, ε = 0.2; GAE with
 γ = λ = 1 by default, see ``TrainConfig.gae_lambda``; advantages normalised over the batch); an
 epoch is ``trajectories_per_epoch`` trajectories (100 in the paper). The agents differ in their
-network and observation (:data:`AGENTS`) and their reward: RLTune's is the episode's normalised
-gap to the base policy, RLScheduler's the negated metric (scaled by its running standard
+network, observation and decision (:data:`AGENTS`: which job to start next, or whether to accept
+the base policy's pick) and their reward: RLTune's and SchedInspector's is the episode's
+normalised gap to the base policy, RLScheduler's the negated metric (scaled by its running standard
 deviation, so that one set of PPO settings serves seconds of wait and BSLD alike). Each epoch
 records the mean normalised gap, the Fig. 11 curve: the agent's improvement over the base policy,
 in [-1, 1].
@@ -32,15 +33,25 @@ from hetsched.core.config import StrictModel
 from hetsched.core.errors import UnknownNameError
 from hetsched.core.seeding import seed_everything
 from hetsched.jobs.cluster.model import Cluster
-from hetsched.jobs.rl.agent import JobScoringAgent, save_checkpoint
-from hetsched.jobs.rl.environment import Chooser, DecisionPolicy
-from hetsched.jobs.rl.episodes import DecidingPolicy, EpisodeOutcome, EpisodeSampler, check_metric
+from hetsched.jobs.policies.heuristics import make_policy
+from hetsched.jobs.rl.agent import JobsAgent, JobScoringAgent, save_checkpoint
+from hetsched.jobs.rl.environment import DecisionPolicy
+from hetsched.jobs.rl.episodes import (
+    Chooser,
+    DecidingPolicy,
+    EpisodeOutcome,
+    EpisodeSampler,
+    check_metric,
+)
+from hetsched.jobs.rl.inspector import InspectorPolicy
+from hetsched.jobs.rl.inspector_agent import InspectorAgent
+from hetsched.jobs.rl.inspector_features import INSPECTOR_QUEUE, MAX_REJECTIONS
 from hetsched.jobs.traces.job_table import JobTable
 from hetsched.rl import PPOConfig, RolloutBatch, compute_gae, ppo_update
 from hetsched.rl.advantages import RunningStd
 
 #: ``--agent`` name -> its reward (:mod:`.episodes`).
-AGENTS: dict[str, str] = {"rltune": "gap", "rlscheduler": "metric"}
+AGENTS: dict[str, str] = {"rltune": "gap", "rlscheduler": "metric", "schedinspector": "gap"}
 
 
 def check_agent(agent: str) -> str:
@@ -58,7 +69,8 @@ class TrainConfig(StrictModel, use_attribute_docstrings=True):
     """What ``hetsched jobs train`` trains; defaults follow the paper where it gives a value."""
 
     agent: str = "rltune"
-    """``rltune`` (RLTune's prioritiser) or ``rlscheduler`` (RLScheduler's kernel)."""
+    """``rltune`` (RLTune's prioritiser), ``rlscheduler`` (RLScheduler's kernel) or
+    ``schedinspector`` (SchedInspector over the base policy)."""
     base_policy: str = "fcfs"
     """Policy the reward compares with (FIFO = ``fcfs``, ``sjf``, ``f1``, ``wfp3``, ...)."""
     metric: str = "wait"
@@ -100,7 +112,10 @@ class TrainConfig(StrictModel, use_attribute_docstrings=True):
     actor_hidden: tuple[int, ...] | None = None
     """Hidden widths of the per-job scoring MLP (None: the agent's paper's)."""
     critic_hidden: tuple[int, ...] | None = None
-    """Hidden widths of the critic MLP (None: the agent's paper's)."""
+    """Hidden widths of the critic MLP (None: the agent's paper's; the inspector's critic has its
+    actor's widths)."""
+    max_rejections: int = Field(MAX_REJECTIONS, ge=1)
+    """SchedInspector: consecutive rejections after which the pick is accepted unasked."""
 
     @field_validator("agent")
     @classmethod
@@ -140,26 +155,37 @@ class Trajectory:
 class TrainingRun:
     """The trained agent, one record per epoch, and where the final checkpoint is."""
 
-    agent: JobScoringAgent
+    agent: JobsAgent
     history: list[dict[str, float]]
     checkpoint: Path
 
 
-def build_agent(config: TrainConfig) -> JobScoringAgent:
+def build_agent(config: TrainConfig) -> JobsAgent:
     """A fresh agent of ``config.agent`` with the config's window and widths (or its paper's)."""
+    if config.agent == InspectorAgent.KIND:
+        return InspectorAgent(
+            config.max_queue or INSPECTOR_QUEUE,
+            config.actor_hidden or (32, 16),
+            config.max_rejections,
+        )
     return JobScoringAgent(
         config.max_queue, config.actor_hidden, config.critic_hidden, feature_set=config.agent
     )
 
 
-def episode_policy(agent: JobScoringAgent) -> Callable[[Chooser], DecidingPolicy]:
-    """How an episode asks ``agent``: a fresh decision policy around a chooser."""
+def episode_policy(agent: JobsAgent, base_policy: str) -> Callable[[Chooser], DecidingPolicy]:
+    """How an episode asks ``agent``: a fresh decision policy around a chooser (the inspector's
+    over a fresh ``base_policy``)."""
+    if isinstance(agent, InspectorAgent):
+        return lambda choose: InspectorPolicy(
+            make_policy(base_policy), choose, agent.max_queue, agent.max_rejections
+        )
     return lambda choose: DecisionPolicy(choose, agent.max_queue, agent.feature_set)
 
 
 def rollout(
     episodes: EpisodeSampler,
-    agent: JobScoringAgent,
+    agent: JobsAgent,
     policy_for: Callable[[Chooser], DecidingPolicy],
 ) -> Trajectory:
     """Plays one episode with actions sampled from the agent's masked softmax."""
@@ -247,7 +273,7 @@ def train_agent(
     )
     episodes.seed_starts(config.seed)
     agent = build_agent(config)
-    policy_for = episode_policy(agent)
+    policy_for = episode_policy(agent, config.base_policy)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
     ppo = config.ppo()
     # A reward on the metric's own scale (RLScheduler's) is divided by its running std, so the
