@@ -63,4 +63,6 @@ def test_train_then_evaluate_each_agent(agent, tmp_path):
 def test_an_unknown_agent_is_a_one_line_error():
     result = runner.invoke(typer_app, ["jobs", "train", *DATA, "--agent", "alphago"])
     assert result.exit_code != 0 and isinstance(result.exception, UnknownNameError)
-    assert "unknown agent 'alphago'; known: rltune, rlscheduler, schedinspector" in str(result.exception)
+    assert "unknown agent 'alphago'; known: rltune, rlscheduler, schedinspector" in str(
+        result.exception
+    )
