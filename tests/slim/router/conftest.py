@@ -43,6 +43,10 @@ class SerialServer:
         self.waiting.append((width, done))
         self._start()
 
+    def submit_many(self, segment, width, prev_width, payloads, finished):
+        for payload in payloads:
+            self.submit(segment, width, prev_width, lambda run, p=payload: finished(run, [p]))
+
     def _start(self):
         if self.busy or not self.waiting:
             return

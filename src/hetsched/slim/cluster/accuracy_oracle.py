@@ -50,11 +50,18 @@ class TableAccuracy:
 
     def __init__(self, table: AccuracyTable, difficulty: np.ndarray) -> None:
         self.table = table
-        self._difficulty = difficulty
+        self._difficulty = difficulty.tolist()
+        self._priors: dict[tuple[float, ...], float] = {}
+        """Prior per width prefix, looked up once (at most 4 + 16 + 64 + 256 of them): the
+        simulated cluster asks for one per segment completion."""
 
     def prior(self, widths: Sequence[float]) -> float:
         """The table's nearest-neighbour top-1 of the width prefix."""
-        return float(self.table.lookup(tuple(widths)))
+        key = tuple(widths)
+        prior = self._priors.get(key)
+        if prior is None:
+            prior = self._priors[key] = float(self.table.lookup(key))
+        return prior
 
     def correct(self, widths: Sequence[float], image_index: int) -> bool:
         """The measured answer for the image, else its difficulty against the table's top-1."""

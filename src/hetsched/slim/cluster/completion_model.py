@@ -21,18 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from hetsched.slim.routers.base import Prediction
+
 BatchSeconds = Callable[[int, float, float, int], float]
 """(segment, width, previous width, batch size) -> seconds the batch takes alone on a device."""
 
 TransferEstimate = Callable[[int, float | None, int | None, int], float]
 """(segment, previous width, from server, to server) -> predicted seconds to move the input, without
 booking a shared channel."""
-
-Prediction = tuple[float, float, tuple[float, ...], tuple[float, ...]]
-"""(transfer s, backlog s, next segment done s per width, image done s per width)."""
-
-NO_PREDICTION: Prediction = (0.0, 0.0, (), ())
-"""What the state carries for a cluster without a cost model."""
 
 IMAGE_WIDTH = 1.0
 """The previous width of segment 0's input (the image)."""
@@ -111,8 +107,8 @@ class CompletionModel:
         location: int | None,
         widths: Sequence[float],
     ) -> Prediction:
-        """(transfer s, backlog s, next segment done s per width, image done s per width) for the
-        head request placed on ``server``; times are seconds from now."""
+        """(transfer s, next segment done s per width, image done s per width) for the head
+        request placed on ``server``; times are seconds from now."""
         transfer_s = (
             0.0
             if location == server
@@ -123,4 +119,4 @@ class CompletionModel:
         segment_s, rest_s = self.segment_s[server], self.rest_of_image_s[server]
         segment_done = tuple(wait_s + segment_s[(segment, w, prev)] for w in widths)
         image_done = tuple(wait_s + rest_s[(segment, w, prev)] for w in widths)
-        return transfer_s, self.backlog_s[server], segment_done, image_done
+        return transfer_s, segment_done, image_done

@@ -26,16 +26,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
-import numpy as np
-
 from hetsched.slim.cluster.accuracy_oracle import AccuracyOracle, OutputAccuracyOracle
-from hetsched.slim.cluster.completion_model import NO_PREDICTION, CompletionModel
+from hetsched.slim.cluster.completion_model import CompletionModel
+from hetsched.slim.cluster.records import Block, CompletedImage, ImageRequest
 from hetsched.slim.executor.server import SegmentServer
 from hetsched.slim.routers.base import Router, RouterState, RoutingDecision, ServerView
-from hetsched.slim.routers.reward import BlockOutcome, utilization_variance
+from hetsched.slim.routers.reward import BlockOutcome
 
 
 class EventClock(Protocol):
@@ -43,65 +43,13 @@ class EventClock(Protocol):
 
     def now_s(self) -> float: ...
 
+    def schedule(self, at_s: float, callback: Callable[[], None], priority: int = 0) -> object: ...
+
     def schedule_in(
         self, delay_s: float, callback: Callable[[], None], priority: int = 0
     ) -> object: ...
 
     def step(self) -> bool: ...
-
-
-@dataclass
-class ImageRequest:
-    """One image moving through the segments."""
-
-    image_id: int
-    arrival_s: float
-    fifo_enter_s: float
-    """When it (re-)entered the global FIFO for its current segment."""
-    deadline_s: float = math.inf
-    """When the image must be complete to meet its SLO (arrival + the cluster's ``slo_s``)."""
-    segment: int = 0
-    widths: list[float] = field(default_factory=list)
-    """Widths actually executed so far (w_prev is the last one)."""
-    location: int | None = None
-    """Server holding its activation (None: still at the router's host)."""
-    energy_j: float = 0.0
-    """Σ over its segments of P̄ · L (eq. 7's E), so an image's energy ≈ mean power × latency."""
-    payload: Any = None
-    """Its current activation when servers compute for real (the image, then each segment's
-    output); None in simulation."""
-    booked_s: float = 0.0
-    """Backlog its current segment booked on its server (released when the segment is done)."""
-
-
-@dataclass
-class _Block:
-    decision_id: int
-    requests: list[ImageRequest]
-    remaining: int
-    accuracy_signals: list[float] = field(default_factory=list)
-    latency_s: float = 0.0
-    images_completed: int = 0
-
-
-@dataclass(frozen=True)
-class CompletedImage:
-    """One image that finished all segments."""
-
-    image_id: int
-    latency_s: float
-    energy_j: float
-    widths: tuple[float, ...]
-    correct: bool
-    finished_s: float = 0.0
-    """When its last segment finished (cluster clock)."""
-    deadline_s: float = math.inf
-    """When it had to be finished to meet its SLO."""
-
-    @property
-    def met_slo(self) -> bool:
-        """Finished by its deadline."""
-        return self.finished_s <= self.deadline_s
 
 
 @dataclass
@@ -146,13 +94,13 @@ class SlimCluster:
         completion: CompletionModel | None = None,
     ) -> None:
         self.servers = list(servers)
-        self.completion = completion
-        self.available = [True] * len(self.servers)
-        """Per server: whether the router may choose it (a failed server is marked False)."""
         self.clock = clock
         self.transfer_time = transfer_time
         self.accuracy = accuracy
-        self.config = config or ClusterConfig()
+        self.config = config = config or ClusterConfig()
+        self.completion = completion
+        self.available = [True] * len(self.servers)
+        """Per server: whether the router may choose it (a failed server is marked False)."""
         self.fifo: deque[ImageRequest] = deque()
         self.completed: list[CompletedImage] = []
         self.block_outcomes: list[tuple[int, BlockOutcome]] = []
@@ -161,12 +109,15 @@ class SlimCluster:
         """Var(U/100) across servers sampled at every segment completion (Tables III-V)."""
         self.arrived = 0
         self.expected_images: int | None = None
+        self._arrival_times_s: list[float] = []
         self._in_transit = [0] * len(self.servers)
         self._router_free_s = 0.0
         self._next_decision = 0
         self._output_accuracy = accuracy if isinstance(accuracy, OutputAccuracyOracle) else None
         self._image_payload: Callable[[int], Any] | None = None
         self._closers: list[Callable[[], None]] = []
+        self._finished = self._segments_done
+        """One bound method for every submit_many: the executors report its batches at once."""
 
     # -- arrivals -------------------------------------------------------------------------------
 
@@ -177,29 +128,45 @@ class SlimCluster:
     ) -> None:
         """Schedules one image arrival per time (absolute seconds on the cluster clock).
 
+        One arrival event is pending at a time (it admits every image due by then and schedules
+        the next), so the event heap stays small however long the workload.
+
         Args:
-            arrival_times_s: When each image arrives.
+            arrival_times_s: When each image arrives, in order.
             image_payload: For live servers, image id -> the image tensor it carries from its
                 arrival on; None in simulation (no payloads, correctness from the table).
         """
         self._image_payload = image_payload
-        now = self.clock.now_s()
         self.expected_images = (self.expected_images or 0) + len(arrival_times_s)
-        for at_s in arrival_times_s:
-            self.clock.schedule_in(max(0.0, at_s - now), self._arrive)
+        pending = self.arrived < len(self._arrival_times_s)
+        self._arrival_times_s = sorted([*self._arrival_times_s[self.arrived :], *arrival_times_s])
+        self._arrival_offset = self.arrived
+        if arrival_times_s and not pending:
+            self._schedule_next_arrival()
+
+    def _schedule_next_arrival(self) -> None:
+        index = self.arrived - self._arrival_offset
+        if index < len(self._arrival_times_s):
+            at_s = self._arrival_times_s[index]
+            now_s = self.clock.now_s()
+            self.clock.schedule(at_s if at_s > now_s else now_s, self._arrive)
 
     def _arrive(self) -> None:
         now = self.clock.now_s()
-        image_id = self.arrived
-        payload = None if self._image_payload is None else self._image_payload(image_id)
-        self.fifo.append(ImageRequest(image_id, now, now, now + self.config.slo_s, payload=payload))
-        self.arrived += 1
+        times, offset = self._arrival_times_s, self._arrival_offset
+        slo_s, payload_of = self.config.slo_s, self._image_payload
+        while self.arrived - offset < len(times) and times[self.arrived - offset] <= now:
+            image_id = self.arrived
+            payload = None if payload_of is None else payload_of(image_id)
+            self.fifo.append(ImageRequest(image_id, now, now, now + slo_s, payload=payload))
+            self.arrived += 1
+        self._schedule_next_arrival()
 
     # -- the decision point ---------------------------------------------------------------------
 
     def state(self) -> RouterState:
         """The read-only snapshot the router decides on (Slim eq. 1, the head request's deadline
-        and place, per-server backlogs and predicted completion times, the action sets)."""
+        and place, per-server backlogs and lazily predicted completion times, the action sets)."""
         now_s = self.clock.now_s()
         head = self.fifo[0] if self.fifo else None
         segment = head.segment if head is not None else 0
@@ -207,41 +174,40 @@ class SlimCluster:
         location = head.location if head is not None else None
         completion = self.completion
         widths = self.config.widths
+        in_transit, available = self._in_transit, self.available
+        backlogs = completion.backlog_s if completion is not None else [0.0] * len(self.servers)
         views = []
         for index, server in enumerate(self.servers):
             telemetry = server.telemetry()
-            prediction = NO_PREDICTION
+            predict = None
             if completion is not None:
-                prediction = completion.predict(index, segment, prev_width, location, widths)
-            transfer_s, backlog_s, segment_done, image_done = prediction
+                predict = partial(completion.predict, index, segment, prev_width, location, widths)
             views.append(
                 ServerView(
                     server.name,
-                    telemetry.queue_length + self._in_transit[index],
+                    telemetry.queue_length + in_transit[index],
                     telemetry.power_w,
                     telemetry.max_power_w,
                     telemetry.utilization_pct,
-                    self.available[index],
-                    backlog_s,
-                    transfer_s,
-                    segment_done,
-                    image_done,
+                    available[index],
+                    backlogs[index],
+                    predict=predict,
                 )
             )
         deadline_s = head.deadline_s if head is not None else math.inf
         return RouterState(
-            now_s=now_s,
-            fifo_length=len(self.fifo),
-            completed=len(self.completed),
-            arrived=self.arrived,
-            head_segment=segment,
-            servers=tuple(views),
-            widths=widths,
-            group_sizes=self.config.group_sizes,
-            head_deadline_s=deadline_s,
-            head_slack_s=deadline_s - now_s,
-            head_location=location,
-            head_prev_width=prev_width,
+            now_s,
+            len(self.fifo),
+            len(self.completed),
+            self.arrived,
+            segment,
+            tuple(views),
+            widths,
+            self.config.group_sizes,
+            deadline_s,
+            deadline_s - now_s,
+            location,
+            prev_width,
         )
 
     def next_state(self) -> RouterState | None:
@@ -250,8 +216,9 @@ class SlimCluster:
         It stops as soon as the last scheduled image completes, so the clock reads the makespan
         (servers may still hold timers, e.g. an executor's idle-unload timer).
         """
-        while not (self.fifo and self.clock.now_s() >= self._router_free_s):
-            if self.done or not self.clock.step():
+        fifo, clock = self.fifo, self.clock
+        while not (fifo and clock.now_s() >= self._router_free_s):
+            if self.done or not clock.step():
                 return None
         return self.state()
 
@@ -261,18 +228,20 @@ class SlimCluster:
         Raises:
             ValueError: If the FIFO is empty or the decision names no valid server/width/group.
         """
-        if not self.fifo:
+        fifo = self.fifo
+        if not fifo:
             raise ValueError("route() called with an empty global FIFO")
-        if not 0 <= decision.server < len(self.servers):
-            raise ValueError(f"server {decision.server} out of range 0..{len(self.servers) - 1}")
-        if decision.width not in self.config.widths or decision.group_size < 1:
+        server, width = decision.server, decision.width
+        if not 0 <= server < len(self.servers):
+            raise ValueError(f"server {server} out of range 0..{len(self.servers) - 1}")
+        if width not in self.config.widths or decision.group_size < 1:
             raise ValueError(f"invalid width/group in {decision}")
         decision_id = self._next_decision
         self._next_decision += 1
-        count = min(decision.group_size, len(self.fifo))
-        block = _Block(decision_id, [self.fifo.popleft() for _ in range(count)], count)
-        for request in block.requests:
-            self._dispatch(block, request, decision.server, decision.width)
+        count = min(decision.group_size, len(fifo))
+        block = Block(decision_id, count, count)
+        requests = [fifo.popleft() for _ in range(count)]
+        self._dispatch(block, requests, server, width)
         self._router_free_s = self.clock.now_s() + self.config.decision_time_s
         if self.config.decision_time_s > 0:
             self.clock.schedule_in(self.config.decision_time_s, _wake)
@@ -280,98 +249,162 @@ class SlimCluster:
 
     def run(self, router: Router) -> None:
         """Routes with ``router`` until every scheduled image completed."""
+        decide, route = router.decide, self.route
         while (state := self.next_state()) is not None:
-            self.route(router.decide(state))
+            route(decide(state))
 
     # -- mechanism ------------------------------------------------------------------------------
 
-    def _dispatch(self, block: _Block, request: ImageRequest, server: int, width: float) -> None:
-        prev_width = request.widths[-1] if request.widths else None
-        delay_s = 0.0
-        if self.completion is not None:
-            request.booked_s = self.completion.book(server, request.segment, width, prev_width)
-        if request.location != server:
-            delay_s = self.transfer_time(request.segment, prev_width, request.location, server)
+    def _dispatch(
+        self, block: Block, requests: list[ImageRequest], server: int, width: float
+    ) -> None:
+        """Books each request on ``server`` and starts its transfer; requests already there (and
+        those whose transfers end at the same moment) reach the server together, in order."""
+        completion, transfer_time = self.completion, self.transfer_time
+        local: list[ImageRequest] = []
+        moving: dict[float, list[ImageRequest]] = {}
+        for request in requests:
+            prev_width = request.widths[-1] if request.widths else None
+            request.block = block
+            request.server = server
+            if completion is not None:
+                request.booked_s = completion.book(server, request.segment, width, prev_width)
+            if request.location == server:
+                local.append(request)
+                continue
+            delay_s = transfer_time(request.segment, prev_width, request.location, server)
+            if delay_s > 0:
+                moving.setdefault(delay_s, []).append(request)
+            else:
+                local.append(request)
+        self._in_transit[server] += len(requests)
+        if local:
+            self._submit(server, width, local)
+        for delay_s, group in moving.items():
+            self.clock.schedule_in(delay_s, partial(self._submit, server, width, group))
 
-        def submit() -> None:
-            self._in_transit[server] -= 1
-            target = self.servers[server]
-            if request.payload is None:
+    def _submit(self, server: int, width: float, requests: list[ImageRequest]) -> None:
+        """Hands arrived requests to the server: runs of one key together (simulation), or one
+        by one with their activations (live)."""
+        self._in_transit[server] -= len(requests)
+        target = self.servers[server]
+        if requests[0].payload is not None:
+            for request in requests:
                 target.submit(
                     request.segment,
                     width,
-                    prev_width,
-                    lambda width_run: self._segment_done(block, request, server, width_run),
+                    request.widths[-1] if request.widths else None,
+                    partial(self._output_done, request),
+                    payload=request.payload,
                 )
-                return
+            return
+        start = 0
+        while start < len(requests):
+            first = requests[start]
+            segment, widths = first.segment, first.widths
+            prev_width = widths[-1] if widths else None
+            end = start + 1
+            while (
+                end < len(requests)
+                and requests[end].segment == segment
+                and ((requests[end].widths[-1] if requests[end].widths else None) == prev_width)
+            ):
+                end += 1
+            target.submit_many(segment, width, prev_width, requests[start:end], self._finished)
+            start = end
 
-            def output_done(executed_width: float, output: Any) -> None:
-                request.payload = output
-                self._segment_done(block, request, server, executed_width)
+    def _output_done(self, request: ImageRequest, executed_width: float, output: Any) -> None:
+        """A live segment finished with its real output, which the request carries on."""
+        request.payload = output
+        self._segments_done(executed_width, [request])
 
-            target.submit(request.segment, width, prev_width, output_done, payload=request.payload)
+    def _segments_done(self, executed_width: float, requests: list[ImageRequest]) -> None:
+        """Segment completions of one batch (one server, one time): record, requeue or finish.
 
-        self._in_transit[server] += 1
-        if delay_s > 0:
-            self.clock.schedule_in(delay_s, submit)
-        else:
-            submit()
-
-    def _segment_done(
-        self, block: _Block, request: ImageRequest, server: int, executed_width: float
-    ) -> None:
+        The servers' telemetry is read once: nothing changes it between the requests of a batch.
+        """
         now = self.clock.now_s()
-        if self.completion is not None:
-            self.completion.release(server, request.booked_s)
-        request.widths.append(executed_width)
-        request.location = server
-        latency_s = now - request.fifo_enter_s
-        telemetry = [s.telemetry() for s in self.servers]
-        mean_power_w = float(np.mean([t.power_w for t in telemetry]))
-        utilizations = tuple(t.utilization_pct for t in telemetry)
-        self.utilization_variances.append(utilization_variance(utilizations))
-        request.energy_j += mean_power_w * latency_s
-        request.segment += 1
-        if request.segment >= self.config.num_segments:
-            output_accuracy = self._output_accuracy
-            if output_accuracy is not None and request.payload is not None:
-                # live: the class logits the last segment really computed
-                correct = output_accuracy.correct_output(request.image_id, request.payload)
+        server = requests[0].server
+        completion = self.completion
+        if completion is not None:
+            for request in requests:
+                completion.release(server, request.booked_s)
+        power_w, utilizations, variance = self._telemetry_now()
+        self.utilization_variances.extend([variance] * len(requests))
+        num_segments, accuracy, fifo = self.config.num_segments, self.accuracy, self.fifo
+        for request in requests:
+            widths = request.widths
+            widths.append(executed_width)
+            request.location = server
+            latency_s = now - request.fifo_enter_s
+            request.energy_j += power_w * latency_s
+            request.segment += 1
+            block = request.block
+            assert block is not None  # set when it was routed
+            if request.segment >= num_segments:
+                correct = self._image_correct(request)
+                block.accuracy_signals.append(1.0 if correct else 0.0)
+                block.images_completed += 1
+                self.completed.append(
+                    CompletedImage(
+                        request.image_id,
+                        now - request.arrival_s,
+                        request.energy_j,
+                        tuple(widths),
+                        correct,
+                        now,
+                        request.deadline_s,
+                        request.arrival_s,
+                    )
+                )
             else:
-                correct = self.accuracy.correct(request.widths, request.image_id)
-            block.accuracy_signals.append(1.0 if correct else 0.0)
-            block.images_completed += 1
-            self.completed.append(
-                CompletedImage(
-                    request.image_id,
-                    now - request.arrival_s,
-                    request.energy_j,
-                    tuple(request.widths),
-                    correct,
-                    now,
-                    request.deadline_s,
-                )
+                block.accuracy_signals.append(accuracy.prior(widths))
+                request.fifo_enter_s = now
+                fifo.append(request)
+            if latency_s > block.latency_s:
+                block.latency_s = latency_s
+            block.remaining -= 1
+            if block.remaining == 0:
+                self._block_finished(block, power_w, utilizations)
+
+    def _image_correct(self, request: ImageRequest) -> bool:
+        """Live: the class logits its last segment really computed; else the accuracy table."""
+        if self._output_accuracy is not None and request.payload is not None:
+            return self._output_accuracy.correct_output(request.image_id, request.payload)
+        return self.accuracy.correct(request.widths, request.image_id)
+
+    def _telemetry_now(self) -> tuple[float, tuple[float, ...], float]:
+        """(mean power across servers, every server's utilisation, Var(U/100)) now.
+
+        Written out rather than with NumPy (once per batch): the same sums in the same order as
+        ``np.mean`` and ``np.var`` over so few servers, so the figures are bit-identical.
+        """
+        telemetry = [server.telemetry() for server in self.servers]
+        count = len(telemetry)
+        power_w = sum([t.power_w for t in telemetry]) / count
+        utilizations = tuple([t.utilization_pct for t in telemetry])
+        shares = [u / 100.0 for u in utilizations]
+        mean = sum(shares) / count
+        variance = sum([(x - mean) * (x - mean) for x in shares]) / count
+        return power_w, utilizations, variance
+
+    def _block_finished(
+        self, block: Block, power_w: float, utilizations: tuple[float, ...]
+    ) -> None:
+        signals = block.accuracy_signals
+        self.block_outcomes.append(
+            (
+                block.decision_id,
+                BlockOutcome(
+                    accuracy=sum(signals) / len(signals),
+                    latency_s=block.latency_s,
+                    mean_power_w=power_w,
+                    utilizations_pct=utilizations,
+                    requests=block.requests,
+                    images_completed=block.images_completed,
+                ),
             )
-        else:
-            block.accuracy_signals.append(self.accuracy.prior(request.widths))
-            request.fifo_enter_s = now
-            self.fifo.append(request)
-        block.latency_s = max(block.latency_s, latency_s)
-        block.remaining -= 1
-        if block.remaining == 0:
-            self.block_outcomes.append(
-                (
-                    block.decision_id,
-                    BlockOutcome(
-                        accuracy=float(np.mean(block.accuracy_signals)),
-                        latency_s=block.latency_s,
-                        mean_power_w=mean_power_w,
-                        utilizations_pct=utilizations,
-                        requests=len(block.requests),
-                        images_completed=block.images_completed,
-                    ),
-                )
-            )
+        )
 
     def set_available(self, server: int, available: bool) -> None:
         """Marks ``server`` (un)available to the router (a failed server, then its return)."""

@@ -33,7 +33,7 @@ Interpretation of the knobs, where the paper leaves room:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import sub
 from typing import Any
@@ -43,6 +43,7 @@ from hetsched.slim.executor.backend import EnergyReporter, ExecutorBackend, Segm
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.queues import Instance, KeyQueue
 from hetsched.slim.executor.server import (
+    BatchFinished,
     SchedulingClock,
     SegmentDone,
     SegmentOutputDone,
@@ -103,6 +104,8 @@ class GreedyExecutor:
         self._unload_at_s: float | None = None
         self._retry_pending = False
         self._paused = False
+        self._batch_callbacks: set[BatchFinished] = set()
+        """The ``finished`` callbacks of :meth:`submit_many`: called once per batch."""
         self._energy_reporter = backend if isinstance(backend, EnergyReporter) else None
 
     # -- the SegmentServer protocol ---------------------------------------------------------------
@@ -127,7 +130,35 @@ class GreedyExecutor:
         queue = self._queues.get(key)
         if queue is None:
             queue = self._new_queue(key)
+        self._enqueue(queue, segment, done, payload, self.clock.now_s())
+
+    def submit_many(
+        self,
+        segment: int,
+        width: float,
+        prev_width: float | None,
+        payloads: list[Any],
+        finished: BatchFinished,
+    ) -> None:
+        """Enqueues one request of the key per payload, exactly as :meth:`submit` in turn would;
+        ``finished(executed_width, outputs)`` reports them once per batch.
+
+        Raises:
+            ConfigError: As :meth:`submit`.
+        """
+        key = (segment, width, IMAGE_WIDTH if prev_width is None else prev_width)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._new_queue(key)
+        self._batch_callbacks.add(finished)
         now_s = self.clock.now_s()
+        for payload in payloads:
+            self._enqueue(queue, segment, finished, payload, now_s)
+
+    def _enqueue(
+        self, queue: KeyQueue, segment: int, done: Callable[..., None], payload: Any, now_s: float
+    ) -> None:
+        """Appends one request to its key's queue and the FIFO order, then runs what can run."""
         queue.enqueued_s.append(now_s)
         queue.dones.append(done)
         queue.payloads.append(payload)
@@ -297,11 +328,17 @@ class GreedyExecutor:
         if self._unload_at_s is None:
             self._arm_unloader(now_s + self.config.idle_unload_s)
         width = instance.width
-        for done, payload, output in zip(dones, payloads, outputs, strict=True):
-            if payload is None:
-                done(width)
-            else:
-                done(width, output)
+        first = dones[0]
+        if first in self._batch_callbacks and dones.count(first) == len(dones):
+            first(width, list(outputs))  # the whole batch came from submit_many's caller
+        else:
+            for done, payload, output in zip(dones, payloads, outputs, strict=True):
+                if done in self._batch_callbacks:
+                    done(width, [output])
+                elif payload is None:
+                    done(width)
+                else:
+                    done(width, output)
         self._dispatch(now_s)
 
     def _wait_blocked(self) -> None:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ServerTelemetry:
-    """The latest telemetry of one server (what the router's state is built from)."""
+    """The latest telemetry of one server (what the router's state is built from); read-only
+    (slotted rather than frozen: built once per server per routing decision)."""
 
     queue_length: int
     power_w: float
@@ -26,6 +27,10 @@ SegmentDone = Callable[[float], None]
 """Called by a server when a submitted segment finished, with the width it actually ran."""
 SegmentOutputDone = Callable[[float, Any], None]
 """Called instead when the request carried a payload: the width it ran and the segment's output."""
+BatchFinished = Callable[[float, list[Any]], None]
+"""Called once per finished batch for the requests of :meth:`SegmentServer.submit_many` in it:
+the width it ran and their outputs, in submission order (a simulated backend's outputs are its
+inputs, so a simulation passes its request records as payloads and gets them back)."""
 
 
 class SegmentServer(Protocol):
@@ -46,6 +51,18 @@ class SegmentServer(Protocol):
         Without a payload (simulation) ``done(executed_width)``; with one (the activation, live)
         ``done(executed_width, output)``. Callers pass ``payload`` only when they have one.
         """
+
+    def submit_many(
+        self,
+        segment: int,
+        width: float,
+        prev_width: float | None,
+        payloads: list[Any],
+        finished: BatchFinished,
+    ) -> None:
+        """Enqueues one request of key (segment, width, prev_width) per payload, as if each were
+        submitted in turn; ``finished`` reports them per batch instead of one call per request
+        (the simulator's fast path)."""
 
     def telemetry(self) -> ServerTelemetry:
         """Current queue length, power and utilisation."""

@@ -10,47 +10,115 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hetsched.core.registry import Registry
 
+Prediction = tuple[float, tuple[float, ...], tuple[float, ...]]
+"""(transfer s, next segment done s per width, image done s per width) of the head request."""
 
-@dataclass(frozen=True)
+
 class ServerView:
-    """Telemetry of one server as the router sees it (the per-server part of Slim eq. 1)."""
+    """Telemetry of one server as the router sees it (the per-server part of Slim eq. 1), plus
+    the cluster's predictions for the head request.
 
-    name: str
-    queue_length: int
-    """q^(i): segment requests waiting in the server's executor FIFO or in transit to it."""
-    power_w: float
-    """P^(i): current board power."""
-    max_power_w: float
-    """Board power limit, to normalise P^(i)."""
-    utilization_pct: float
-    """U^(i): current compute utilisation, 0-100."""
-    available: bool = True
-    """False masks the server out of the routing choice (e.g. a device that is down)."""
-    backlog_s: float = 0.0
-    """Predicted seconds of device work already sent to the server and not finished (queued,
-    running or in transit), from the device cost model: the queue delay a new request meets."""
-    transfer_s: float = 0.0
-    """Predicted seconds to move the head request's activation here (0 where it already lies)."""
-    segment_done_s: tuple[float, ...] = ()
-    """Per width of :attr:`RouterState.widths`: predicted seconds from now until the head
-    request's next segment would finish here (transfer + backlog + its own service time).
-    Empty when the cluster has no cost model (then nothing is predicted)."""
-    image_done_s: tuple[float, ...] = ()
-    """Per width of :attr:`RouterState.widths`: predicted seconds from now until the head
-    request's image would be complete if all its remaining segments ran here at that width
-    (compare with :attr:`RouterState.head_slack_s`). Empty without a cost model."""
+    A plain slotted class rather than a frozen dataclass: the cluster builds one per server per
+    decision, and the simulator's speed (issue 19) cannot afford a frozen dataclass's
+    construction. Treat it as read-only. The three predictions (``transfer_s``,
+    ``segment_done_s``, ``image_done_s``) are given directly, or computed on first access by
+    ``predict`` (so routers that never read them never pay for them).
+    """
+
+    __slots__ = (
+        "_predict",
+        "_prediction",
+        "available",
+        "backlog_s",
+        "max_power_w",
+        "name",
+        "power_w",
+        "queue_length",
+        "utilization_pct",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        queue_length: int,
+        power_w: float,
+        max_power_w: float,
+        utilization_pct: float,
+        available: bool = True,
+        backlog_s: float = 0.0,
+        transfer_s: float = 0.0,
+        segment_done_s: tuple[float, ...] = (),
+        image_done_s: tuple[float, ...] = (),
+        *,
+        predict: Callable[[], Prediction] | None = None,
+    ) -> None:
+        self.name = name
+        self.queue_length = queue_length
+        """q^(i): segment requests waiting in the server's executor FIFO or in transit to it."""
+        self.power_w = power_w
+        """P^(i): current board power."""
+        self.max_power_w = max_power_w
+        """Board power limit, to normalise P^(i)."""
+        self.utilization_pct = utilization_pct
+        """U^(i): current compute utilisation, 0-100."""
+        self.available = available
+        """False masks the server out of the routing choice (e.g. a device that is down)."""
+        self.backlog_s = backlog_s
+        """Predicted seconds of device work already sent to the server and not finished (queued,
+        running or in transit), from the device cost model: the queue delay a new request
+        meets."""
+        self._predict = predict
+        self._prediction: Prediction | None = (
+            None if predict is not None else (transfer_s, segment_done_s, image_done_s)
+        )
+
+    def _predicted(self) -> Prediction:
+        prediction = self._prediction
+        if prediction is None:
+            assert self._predict is not None  # set whenever no prediction was given
+            prediction = self._prediction = self._predict()
+        return prediction
+
+    @property
+    def transfer_s(self) -> float:
+        """Predicted seconds to move the head request's activation here (0 where it lies)."""
+        return self._predicted()[0]
+
+    @property
+    def segment_done_s(self) -> tuple[float, ...]:
+        """Per width of :attr:`RouterState.widths`: predicted seconds from now until the head
+        request's next segment would finish here (transfer + backlog + its own service time).
+        Empty when the cluster has no cost model (then nothing is predicted)."""
+        return self._predicted()[1]
+
+    @property
+    def image_done_s(self) -> tuple[float, ...]:
+        """Per width of :attr:`RouterState.widths`: predicted seconds from now until the head
+        request's image would be complete if all its remaining segments ran here at that width
+        (compare with :attr:`RouterState.head_slack_s`). Empty without a cost model."""
+        return self._predicted()[2]
+
+    def __repr__(self) -> str:
+        return (
+            f"ServerView({self.name!r}, queue_length={self.queue_length},"
+            f" power_w={self.power_w:g}, utilization_pct={self.utilization_pct:g},"
+            f" available={self.available}, backlog_s={self.backlog_s:g})"
+        )
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RouterState:
     """What the router knows when it places the head block of the global FIFO.
 
     ``fifo_length`` and ``completed`` are the global part of Slim eq. (1); ``servers`` the
     per-server part. ``widths`` and ``group_sizes`` are the action sets (fixed per cluster).
+    A fresh snapshot per decision; treat it as read-only (not frozen only because a frozen
+    dataclass costs the simulator more than the rest of a decision).
     """
 
     now_s: float
