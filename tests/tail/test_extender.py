@@ -311,3 +311,20 @@ def test_filter_without_slo_keeps_all(served):
     del args["Pod"]["metadata"]["annotations"]["hetsched.io/p90-slo-ms"]
     body = httpx.post(f"{served}/filter", json=args).json()
     assert [n["metadata"]["name"] for n in body["Nodes"]["items"]] == NAMES
+
+
+def test_nodes_within_one_percent_share_a_prediction():
+    calls: list[list[dict]] = []
+
+    class Counting:
+        def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
+            calls.append(rows)
+            return np.array([1.0 / r["cpu_eff"] for r in rows])
+
+    model = ModelFeatures("m", 10**9, 10.0, 0, 0, 0, 0)
+    cpu, freq = np.array([4.0, 4.004, 4.1, 8.0, 4.0]), np.full(5, 2.3)
+    shared = P90Scorer(Counting(), share_within=0.01).predict_array(model, cpu, freq)
+    assert [r["cpu_eff"] for r in calls[0]] == [4.0, 4.1, 8.0]  # first node of each group
+    assert shared.tolist() == [0.25, 0.25, 1 / 4.1, 0.125, 0.25]
+    exact = P90Scorer(Counting()).predict_array(model, cpu, freq)
+    assert len(calls[1]) == 4 and exact[1] == 1 / 4.004

@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,8 @@ GRIDS = {
 
 def feature_matrix(rows: list[dict]) -> np.ndarray:
     """Inputs of eq. 14 in :data:`FEATURES` order; FLOPs in log10 so every input is O(1-10)."""
-    x = np.array([[float(r[f]) for f in FEATURES] for r in rows], dtype=float)
+    columns = itemgetter(*FEATURES)
+    x = np.array([columns(r) for r in rows], dtype=float).reshape(len(rows), len(FEATURES))
     x[:, FEATURES.index("flops")] = np.log10(np.maximum(x[:, FEATURES.index("flops")], 1.0))
     return x
 

@@ -46,9 +46,7 @@ DEFAULT_FREQ_GHZ = 2.3  # Table I's nodes; used when a node carries no FREQ_LABE
 SLO_ANNOTATION = "hetsched.io/p90-slo-ms"
 
 
-def scores_from_p90(
-    p90_s: Mapping[str, float], error_band: float = DEFAULT_ERROR_BAND
-) -> dict[str, int]:
+def score_array(p90_s: np.ndarray, error_band: float = DEFAULT_ERROR_BAND) -> np.ndarray:
     """Priority 0..10 per node by the dead-band scaling of the module docstring.
 
     A prediction that is not finite (a broken model) scores 0 unless every node's is, in which
@@ -56,15 +54,22 @@ def scores_from_p90(
     """
     if error_band <= 0:
         raise HetschedError(f"the error band must be positive, got {error_band}")
-    logs = {n: math.log1p(max(p, 0.0) * 1e3) for n, p in p90_s.items() if math.isfinite(p)}
-    if not logs:
-        return dict.fromkeys(p90_s, NEUTRAL_SCORE)
-    best = min(logs.values())
-    scores = dict.fromkeys(p90_s, 0)
-    for name, x in logs.items():
-        bands = (x - best) / error_band
-        scores[name] = MAX_EXTENDER_PRIORITY - min(MAX_EXTENDER_PRIORITY, math.floor(bands))
-    return scores
+    p90 = np.asarray(p90_s, dtype=float)
+    finite = np.isfinite(p90)
+    if not finite.any():
+        return np.full(len(p90), NEUTRAL_SCORE, dtype=np.int64)
+    x = np.log1p(np.maximum(np.where(finite, p90, 0.0), 0.0) * 1e3)
+    bands = np.floor((x - x[finite].min()) / error_band)
+    scores = MAX_EXTENDER_PRIORITY - np.minimum(bands, MAX_EXTENDER_PRIORITY)
+    return np.where(finite, scores, 0).astype(np.int64)
+
+
+def scores_from_p90(
+    p90_s: Mapping[str, float], error_band: float = DEFAULT_ERROR_BAND
+) -> dict[str, int]:
+    """:func:`score_array` by node name."""
+    scores = score_array(np.fromiter(p90_s.values(), float, len(p90_s)), error_band)
+    return dict(zip(p90_s, scores.tolist(), strict=True))
 
 
 def weighted_extender_scores(p90_s: Mapping[str, float]) -> dict[str, int]:
@@ -111,6 +116,19 @@ def capacity_from_node_object(node: dict, live: Mapping[str, NodeCapacity]) -> N
     return idle_capacity(name, cpu, node["metadata"].get("labels"))
 
 
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Groups the rows of a (n, 2) key array: each group's first row (in input order) and each
+    row's group. A stable lexsort and a neighbour comparison: ``np.unique(axis=0)`` sorts a
+    structured view and is ~10x slower at 5,000 rows."""
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    ordered = keys[order]
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    inverse = np.empty(len(keys), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return order[starts], inverse
+
+
 class P90Predictor(Protocol):
     """A fitted regressor (:class:`~hetsched.tail.regressors.FittedRegressor`)."""
 
@@ -119,30 +137,53 @@ class P90Predictor(Protocol):
 
 @dataclass
 class P90Scorer:
-    """Predicts P90 for a model on each node with a fitted regressor and scores the nodes."""
+    """Predicts P90 for a model on each node with a fitted regressor and scores the nodes.
+
+    Args:
+        regressor: The fitted P90 regressor.
+        live: Live capacities by node name (the scheduler loop's telemetry).
+        error_band: The score dead band b (see the module docstring).
+        share_within: Nodes whose eq. 8 inputs (cpu_eff, freq_eff) agree within this relative
+            step share one prediction (0: only identical inputs do). The extender uses 1 %, far
+            below the regressor's ~20 % error, so thousands of nodes under live load cost a few
+            hundred regressor rows instead of one each.
+    """
 
     regressor: P90Predictor
     live: dict[str, NodeCapacity] = field(default_factory=dict)
     error_band: float = DEFAULT_ERROR_BAND
+    share_within: float = 0.0
 
-    def predict(self, model: ModelFeatures, nodes: list[NodeCapacity]) -> dict[str, float]:
-        """Predicted P90 (s) by node name.
+    def predict_array(
+        self, model: ModelFeatures, cpu_eff: np.ndarray, freq_eff_ghz: np.ndarray
+    ) -> np.ndarray:
+        """Predicted P90 (s) per node from its eq. 8 inputs.
 
-        Nodes of one shape and load share a prediction, so each distinct (cpu_eff, freq_eff)
-        pair is predicted once and only those few rows are built: a 100-node request of four
-        node shapes asks the regressor for four rows, and per-node dicts are not allocated.
+        Each distinct input pair (or group, with ``share_within``) is predicted once, at the
+        inputs of its first node, and only those few rows are built: a 100-node request of four
+        node shapes asks the regressor for four rows.
         """
-        keys = [(n.cpu_eff, n.freq_eff_ghz) for n in nodes]
-        unique = list(dict.fromkeys(keys))
-        if not unique:
-            return {}
+        inputs = np.column_stack([cpu_eff, freq_eff_ghz]).astype(float)
+        if len(inputs) == 0:
+            return np.zeros(0)
+        keys = inputs
+        if self.share_within > 0:
+            keys = np.round(np.log(np.maximum(inputs, 1e-9)) / math.log1p(self.share_within))
+        first, inverse = _groups(keys)
         rows = [
             {"size_mb": model.size_mb, "flops": model.flops, "cpu_eff": cpu, "freq_eff_ghz": freq}
-            for cpu, freq in unique
+            for cpu, freq in inputs[first].tolist()
         ]
-        preds = dict(zip(unique, self.regressor.predict_p90_s(rows).tolist(), strict=True))
-        return {n.name: preds[k] for n, k in zip(nodes, keys, strict=True)}
+        predicted = np.asarray(self.regressor.predict_p90_s(rows), dtype=float)
+        return predicted[inverse]
 
-    def scores(self, p90_s: Mapping[str, float]) -> dict[str, int]:
-        """:func:`scores_from_p90` with this scorer's error band."""
-        return scores_from_p90(p90_s, self.error_band)
+    def predict(self, model: ModelFeatures, nodes: list[NodeCapacity]) -> dict[str, float]:
+        """Predicted P90 (s) by node name (see :meth:`predict_array`)."""
+        cpu = np.fromiter((n.cpu_eff for n in nodes), float, len(nodes))
+        freq = np.fromiter((n.freq_eff_ghz for n in nodes), float, len(nodes))
+        p90 = self.predict_array(model, cpu, freq)
+        return dict(zip((n.name for n in nodes), p90.tolist(), strict=True))
+
+    def scores(self, p90_s: np.ndarray) -> np.ndarray:
+        """:func:`score_array` with this scorer's error band."""
+        return score_array(p90_s, self.error_band)

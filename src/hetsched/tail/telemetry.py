@@ -34,10 +34,18 @@ FREQ_QUERY = "node_cpu_frequency_max_hertz"
 
 @dataclass(frozen=True)
 class NodeReading:
-    """One node's capacity as last measured, and when (``time.monotonic()`` seconds)."""
+    """One node's capacity as last measured, when (``time.monotonic()`` seconds), and its eq. 8
+    inputs computed once here rather than on every request."""
 
     capacity: NodeCapacity
     observed_s: float
+    # (cpu_eff, freq_eff_ghz, cores, freq_ghz): eq. 8 now and when idle, in the extender's order.
+    columns: tuple[float, float, float, float]
+
+    @classmethod
+    def of(cls, capacity: NodeCapacity, observed_s: float) -> NodeReading:
+        c = capacity
+        return cls(c, observed_s, (c.cpu_eff, c.freq_eff_ghz, c.cores, c.freq_ghz))
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,12 @@ class TelemetryView:
     readings: Mapping[str, NodeReading]
     stale_before_s: float
 
-    def lookup(self, name: str) -> tuple[NodeCapacity | None, bool]:
-        """(capacity, stale) of node ``name``; (None, False) if it was never measured."""
+    def lookup(self, name: str) -> tuple[NodeReading | None, bool]:
+        """(reading, stale) of node ``name``; (None, False) if it was never measured."""
         reading = self.readings.get(name)
         if reading is None:
             return None, False
-        return reading.capacity, reading.observed_s < self.stale_before_s
+        return reading, reading.observed_s < self.stale_before_s
 
 
 class NodeTelemetry:
@@ -74,7 +82,7 @@ class NodeTelemetry:
         now = self.clock()
         with self._lock:
             merged = dict(self._readings)
-            merged.update((c.name, NodeReading(c, now)) for c in capacities)
+            merged.update((c.name, NodeReading.of(c, now)) for c in capacities)
             self._readings = MappingProxyType(merged)
             self.refreshed_s = now
 
