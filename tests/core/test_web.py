@@ -206,27 +206,30 @@ def test_config_checks_and_the_exposure_warning(tmp_path):
         ServiceConfig(body_timeout_s=0)
 
 
-def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+def issue(tmp_path: Path, name: str, issuer: tuple | None = None) -> tuple[Path, Path, tuple]:
+    """A certificate for ``localhost`` (self-signed CA if no issuer); (cert, key, (cert, key))."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    signer_cert, signer_key = issuer if issuer else (None, key)
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(signer_cert.subject if signer_cert else subject)
         .public_key(key.public_key())
-        .serial_number(1)
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=1))
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+        .sign(signer_key, hashes.SHA256())
     )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(
@@ -235,19 +238,25 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
             serialization.NoEncryption(),
         )
     )
-    return cert_path, key_path
+    return cert_path, key_path, (cert, key)
 
 
-def test_tls(tmp_path):
+def test_tls_and_client_certificates(tmp_path):
     import ssl
 
-    cert, key = self_signed(tmp_path)
-    server = serve(ServiceConfig(tls_certfile=cert, tls_keyfile=key))
+    ca_path, _, ca = issue(tmp_path, "ca")
+    server_cert, server_key, _ = issue(tmp_path, "server", ca)
+    client_cert, client_key, _ = issue(tmp_path, "client", ca)
+    config = ServiceConfig(tls_certfile=server_cert, tls_keyfile=server_key, tls_client_ca=ca_path)
+    assert config.exposure_warning() is None
+    server = serve(config)
     try:
         assert server.url.startswith("https://")
-        port = server.url.rsplit(":", 1)[1]
-        context = ssl.create_default_context(cafile=str(cert))
-        reply = httpx.get(f"https://localhost:{port}/healthz", verify=context)
-        assert reply.json() == {"status": "ok"}
+        url = f"https://localhost:{server.url.rsplit(':', 1)[1]}/healthz"
+        context = ssl.create_default_context(cafile=str(ca_path))
+        with pytest.raises(httpx.TransportError):  # no client certificate: the handshake fails
+            httpx.get(url, verify=context)
+        context.load_cert_chain(client_cert, client_key)
+        assert httpx.get(url, verify=context).json() == {"status": "ok"}
     finally:
         server.stop()
