@@ -64,10 +64,14 @@ class AdmissionController:
 
     Args:
         max_images_in_system: Images accepted and not yet answered, at most.
+        deadline_headroom: A request is admitted while its expected time is at most this
+            fraction of its deadline: the estimate is a mean, and the rest of the deadline
+            absorbs the spread around it (1.0: admit up to the deadline itself).
     """
 
-    def __init__(self, max_images_in_system: int) -> None:
+    def __init__(self, max_images_in_system: int, deadline_headroom: float = 1.0) -> None:
         self.max_images_in_system = max_images_in_system
+        self.deadline_headroom = deadline_headroom
         self.images_in_system = 0
         self.throughput = ThroughputEstimate()
         self._busy_since_s: float | None = None
@@ -99,13 +103,14 @@ class AdmissionController:
                 "queue_full",
                 retry_after_s=wait_s,
             )
-        if deadline_s is not None and wait_s is not None and wait_s > deadline_s:
+        budget_s = None if deadline_s is None else deadline_s * self.deadline_headroom
+        if budget_s is not None and wait_s is not None and wait_s > budget_s:
             return RequestError(
                 429,
                 f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"
-                f" {wait_s:.3f} s at the recent rate",
+                f" {wait_s:.3f} s at the recent rate (admitted up to {budget_s:.3f} s)",
                 "deadline_unmeetable",
-                retry_after_s=wait_s - deadline_s,
+                retry_after_s=wait_s - budget_s,
             )
         return None
 

@@ -49,6 +49,9 @@ class AdmissionConfig(StrictModel, use_attribute_docstrings=True):
     """Deadline of requests that name none; None: no deadline."""
     max_attempts: int = Field(3, ge=1)
     """Times one segment may be re-routed after server failures before the image fails."""
+    deadline_headroom: float = Field(0.6, gt=0, le=1)
+    """A request is admitted while its expected time (work ahead / recent rate) is at most this
+    fraction of its deadline; the rest absorbs the spread of real times around the estimate."""
     shed_from: float = Field(0.5, gt=0, le=1)
     """Fraction of ``max_images_in_system`` in use from which the router's widths are capped,
     narrower as the system fills (cheaper images before refusals); 1: never cap."""

@@ -107,11 +107,16 @@ class ServingRuntime:
         executor = {"widths": config.widths, **config.executor}
         validate_config(executor, ExecutorConfig, "executor")  # fail here, not in every actor
         if not ray.is_initialized():
+            local = self.address is None
             ray.init(
                 address=self.address,
-                num_cpus=None if self.address else self.num_cpus,
+                num_cpus=self.num_cpus if local else None,
                 include_dashboard=False,
                 log_to_driver=False,
+                # Ray starts workers at niceness 15: on a busy CPU host the servers would then
+                # lose every contest for a core to the HTTP front, whose refusals multiply
+                # under overload, and goodput collapses. Same priority as the front instead.
+                _system_config={"worker_niceness": 0} if local else None,
             )
             self._owns_ray = True
         servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
@@ -123,7 +128,9 @@ class ServingRuntime:
         self.front = Front(
             pool,
             router,
-            AdmissionController(config.admission.max_images_in_system),
+            AdmissionController(
+                config.admission.max_images_in_system, config.admission.deadline_headroom
+            ),
             WallClock(),
             self.metrics,
             widths=config.widths,
