@@ -44,15 +44,20 @@ class FakeSlurm:
         self.sinfo = copy.deepcopy(sinfo)
         self.calls: list[list[str]] = []
         self.fail: dict[int, list[str]] = {}
-        self.auto_priority = {j["job_id"]: j["priority"] for j in self.squeue["jobs"]}
+        self.auto_priority = {j["job_id"]: j["priority"] for j in self._records()}
+
+    def _records(self) -> list[dict]:
+        return [j for j in self.squeue["jobs"] if isinstance(j, dict) and "job_id" in j]
 
     def job(self, job_id: int) -> dict:
         """The record of ``job_id``."""
-        return next(j for j in self.squeue["jobs"] if j["job_id"] == job_id)
+        return next(j for j in self._records() if j["job_id"] == job_id)
 
     def remove(self, job_id: int) -> None:
         """The job leaves the controller (finished long ago)."""
-        self.squeue["jobs"] = [j for j in self.squeue["jobs"] if j["job_id"] != job_id]
+        self.squeue["jobs"] = [
+            j for j in self.squeue["jobs"] if j not in self._records() or j["job_id"] != job_id
+        ]
 
     def _done(self, argv: Sequence[str], out: str = "", err: str = "", rc: int = 0):
         return subprocess.CompletedProcess(list(argv), rc, out, err)
@@ -68,7 +73,7 @@ class FakeSlurm:
         job_id = int(argv[2].split("=")[-1])
         if self.fail.get(job_id):
             return self._done(argv, err=self.fail[job_id].pop(0), rc=1)
-        if not any(j["job_id"] == job_id for j in self.squeue["jobs"]):
+        if not any(j["job_id"] == job_id for j in self._records()):
             return self._done(argv, err=f"Invalid job id specified for job {job_id}", rc=1)
         record = self.job(job_id)
         if argv[1] == "release":

@@ -22,6 +22,7 @@ RANGE = PriorityRange(top=10_000, step=100)
 
 
 def make_adapter(fake, policy=None, sleeps=None, **options) -> SlurmAdapter:
+    options.setdefault("trust_requested_comment", True)
     config = AdapterConfig(interval_s=0.0, priority_range=RANGE, retry_delay_s=0.25, **options)
     sleep = sleeps.append if sleeps is not None else (lambda s: None)
     client = SlurmClient(runner=fake)
@@ -36,6 +37,45 @@ def test_priorities_follow_the_policy(fake_slurm):
     assert fake_slurm.job(3)["priority"] == 2000  # running: left alone
     assert report.pending == 6 and report.running == 1 and not report.failures
     assert {c.job_id for c in report.changes} == set(SJF_ORDER)
+
+
+def test_untrusted_comments_leave_the_time_limits(fake_slurm):
+    """Off by default: SJF ranks by time limit (1 min for all but job 6's 5 min), ties share."""
+    make_adapter(fake_slurm, trust_requested_comment=False).scan()
+    priorities = {j: fake_slurm.job(j)["priority"] for j in SJF_ORDER}
+    assert priorities[6] == RANGE.top - RANGE.step
+    assert {priorities[j] for j in SJF_ORDER if j != 6} == {RANGE.top}
+
+
+HOSTILE_COMMENTS = ["-", "-5", "nan", "inf", "1e308", "\u0663", "0", "9" * 10_000, "x" * 10_240]
+
+
+def test_hostile_records_are_skipped_and_counted_once(fake_slurm, caplog):
+    """Hostile comments, a malformed record and a non-record: every sane job is still ranked,
+    each problem is warned about once (not at every scan) and counted."""
+    template = fake_slurm.job(2)
+    for offset, value in enumerate(HOSTILE_COMMENTS):
+        fake_slurm.squeue["jobs"].append(
+            dict(template, job_id=100 + offset, comment="hetsched:requested_s=" + value)
+        )
+    fake_slurm.squeue["jobs"] += [dict(template, job_id=200, priority="high"), ["junk"]]
+    adapter = make_adapter(fake_slurm)
+    with caplog.at_level("WARNING", logger="hetsched.jobs.slurm"):
+        report = adapter.scan()
+        adapter.scan()
+    assert report.error is None and not report.failures
+    assert (report.skipped_records, report.ignored_comments) == (2, len(HOSTILE_COMMENTS))
+    assert (len(adapter.tally.skipped_records), len(adapter.tally.ignored_comments)) == (2, 9)
+    assert len(caplog.records) == 11  # once each, the second scan adds nothing
+    assert all(len(r.getMessage()) < 400 and r.getMessage().isascii() for r in caplog.records)
+    assert adapter.tally.summary() == (
+        "2 malformed records skipped, 9 requested-time comments ignored"
+    )
+    expected = {job: RANGE.top - rank * RANGE.step for rank, job in enumerate(SJF_ORDER[:3])}
+    assert {j: fake_slurm.job(j)["priority"] for j in SJF_ORDER[:3]} == expected
+    # A hostile job is ranked by its 1-minute limit: after job 1 (25 s), beside job 8 (60 s).
+    assert fake_slurm.job(100)["priority"] == fake_slurm.job(8)["priority"]
+    assert fake_slurm.job(200)["priority"] == "high"  # skipped, never touched
 
 
 def test_second_scan_only_touches_what_moved(fake_slurm):

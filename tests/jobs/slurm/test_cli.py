@@ -49,6 +49,7 @@ def test_slurm_applies_priorities_through_scontrol(fake_binaries, tmp_path):
         "slurm",
         "--policy",
         "sjf",
+        "--trust-requested-comment",
         "--interval",
         "0.01",
         "--max-scans",

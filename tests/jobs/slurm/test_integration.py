@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -51,7 +52,7 @@ def test_priorities_follow_the_policy_and_set_the_start_order(client):
         for i, r in enumerate((30.0, 20.0, 10.0))
     ]
     assert len({j.priority for j in states(client, ids).values()}) == 1  # Slurm alone: FCFS
-    config = AdapterConfig(interval_s=0.5)
+    config = AdapterConfig(interval_s=0.5, trust_requested_comment=True)
     report = SlurmAdapter(client, SJF(), config).scan()
     assert not report.failures and report.error is None
     jobs = states(client, [blocker, *ids])
@@ -93,11 +94,12 @@ def test_dry_run_restore_and_a_vanishing_job(client):
     wait_for(lambda: states(client, [blocker])[blocker].running, 15, "the blocker to start")
     original = {i: j.priority for i, j in states(client, ids).items()}
 
-    dry = SlurmAdapter(client, SJF(), AdapterConfig(dry_run=True)).scan()
+    trusting = AdapterConfig(trust_requested_comment=True)
+    dry = SlurmAdapter(client, SJF(), replace(trusting, dry_run=True)).scan()
     assert {c.outcome for c in dry.changes} == {"dry-run"} and len(dry.changes) == 3
     assert {i: j.priority for i, j in states(client, ids).items()} == original
 
-    adapter = SlurmAdapter(client, CancelOneWhileScoring(client, ids[1]), AdapterConfig())
+    adapter = SlurmAdapter(client, CancelOneWhileScoring(client, ids[1]), trusting)
     report = adapter.scan()
     outcomes = {c.job_id: c.outcome for c in report.changes}
     assert outcomes == {ids[0]: "applied", ids[1]: "vanished", ids[2]: "applied"}
@@ -108,6 +110,45 @@ def test_dry_run_restore_and_a_vanishing_job(client):
     assert {c.job_id for c in restored} == {ids[0], ids[2]}
     after = states(client, [ids[0], ids[2]])
     assert {i: j.priority for i, j in after.items()} == {i: original[i] for i in after}
+
+
+HOSTILE_COMMENTS = [
+    "-",
+    "-5",
+    "nan",
+    "inf",
+    "1e308",
+    "\u0663\u0664",
+    "0",
+    "9" * 400,
+    "1" + "0" * 1000,  # sbatch refuses comments over 1024 characters (the 10 kB case is a unit
+]  # test on a recorded squeue)
+
+
+def test_hostile_comments_do_not_stop_the_loop(client):
+    """Any user can write any comment: each bad claim is ignored and counted, and the loop keeps
+    ranking and running every other job."""
+    blocker = client.submit(SubmitRequest("blocker", 2.0, 4, 60))
+    hostile = []
+    for value in HOSTILE_COMMENTS:
+        argv = ["sbatch", "--parsable", "--output=/dev/null", "--gres=gpu:1", "--time=1"]
+        argv += [f"--comment=hetsched:requested_s={value}", "--wrap=sleep 0.2"]
+        hostile.append(int(client.run(argv).strip()))
+    ids = [
+        client.submit(SubmitRequest(f"j{i}", 0.5, 4, 60, requested_time_s=r))
+        for i, r in enumerate((30.0, 20.0, 10.0))
+    ]
+    config = AdapterConfig(interval_s=0.3, trust_requested_comment=True)
+    adapter = SlurmAdapter(client, SJF(), config)
+    report = adapter.scan()
+    assert report.error is None and not report.failures
+    assert adapter.tally.ignored_comments >= {j for j in hostile if states(client, [j])[j].pending}
+    jobs = states(client, ids)
+    if all(j.pending for j in jobs.values()):
+        assert jobs[ids[2]].priority > jobs[ids[1]].priority > jobs[ids[0]].priority
+    assert adapter.run(max_scans=200, until_idle=True) < 200
+    assert {j.state for j in states(client, [blocker, *hostile, *ids]).values()} == {"COMPLETED"}
+    assert len(adapter.tally.ignored_comments) == len(HOSTILE_COMMENTS)
 
 
 runner = CliRunner()
@@ -143,6 +184,7 @@ def test_cli_submit_then_drive_until_idle(client, local_slurm, tmp_path):
             conf,
             "--policy",
             "sjf",
+            "--trust-requested-comment",
             "--interval",
             "0.3",
             "--until-idle",

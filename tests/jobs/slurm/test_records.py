@@ -1,20 +1,33 @@
-"""Parsing of captured Slurm 22.05 ``squeue --json`` / ``sinfo --json`` output."""
+"""Parsing of captured Slurm 22.05 ``squeue --json`` / ``sinfo --json`` output, and of records
+that any user or an untested Slurm could make odd: one bad record is skipped, never fatal."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
 import pytest
 
 from hetsched.core.errors import DataError
-from hetsched.jobs.slurm.records import parse_gres_gpus, parse_sinfo_json, parse_squeue_json
+from hetsched.jobs.slurm.records import (
+    load_records,
+    parse_gres_gpus,
+    parse_jobs,
+    parse_nodes,
+    select_job_records,
+)
 
 from .conftest import FIXTURES, load_fixture
 
 
+def fixture_jobs(trust: bool = False):
+    records = load_records((FIXTURES / "squeue_22.05.json").read_text(), "squeue", "jobs")
+    return {j.job_id: j for j in parse_jobs(records, trust).jobs}
+
+
 def test_squeue_jobs_in_the_real_shape():
-    jobs = {j.job_id: j for j in parse_squeue_json((FIXTURES / "squeue_22.05.json").read_text())}
+    jobs = fixture_jobs(trust=True)
     assert sorted(jobs) == [1, 2, 3, 4, 5, 6, 7, 8]
     first = jobs[1]
     assert (first.state, first.pending, first.running) == ("PENDING", True, False)
@@ -30,18 +43,19 @@ def test_squeue_jobs_in_the_real_shape():
     assert jobs[4].priority == 5000
 
 
+def test_comments_are_not_read_unless_trusted():
+    assert {j.requested_time_s for j in fixture_jobs().values()} == {60.0, 120.0, 300.0}
+
+
 def test_squeue_completed_jobs_keep_their_times():
-    jobs = {
-        j.job_id: j
-        for j in parse_squeue_json(json.dumps(load_fixture("squeue_completed_22.05.json")))
-    }
-    done = jobs[1]
+    records = load_fixture("squeue_completed_22.05.json")["jobs"]
+    done = {j.job_id: j for j in parse_jobs(records).jobs}[1]
     assert done.state == "COMPLETED" and not done.pending and not done.running
     assert done.end_time_s > done.start_time_s >= done.submit_time_s
 
 
 def test_sinfo_busy_node():
-    (node,) = parse_sinfo_json((FIXTURES / "sinfo_busy_22.05.json").read_text())
+    (node,) = parse_nodes(load_fixture("sinfo_busy_22.05.json")["nodes"]).nodes
     assert (node.name, node.partitions, node.gpu_type) == ("localhost", ("debug",), "gpu")
     assert (node.num_gpus, node.used_gpus, node.cpus, node.alloc_cpus) == (4, 4, 4, 4)
     assert node.state == "allocated" and node.usable
@@ -63,22 +77,89 @@ def test_gres_strings(text, expected):
     assert parse_gres_gpus(text) == expected
 
 
-def test_bad_output_names_the_problem():
+@pytest.mark.parametrize("text", ["gpu:many", "gpu:-1", "gpu:\u0663", "gpu:99999999", 7])
+def test_bad_gres_names_the_problem(text):
+    with pytest.raises(DataError, match="gres"):
+        parse_gres_gpus(text)
+
+
+def test_unusable_output_fails_the_whole_read():
     with pytest.raises(DataError, match="invalid JSON"):
-        parse_squeue_json("squeue: error: not json")
-    payload = load_fixture("squeue_22.05.json")
-    del payload["jobs"][0]["job_state"]
-    with pytest.raises(DataError, match="job_state"):
-        parse_squeue_json(json.dumps(payload))
+        load_records("squeue: error: not json", "squeue --json", "jobs")
     with pytest.raises(DataError, match="reported errors"):
-        parse_sinfo_json(json.dumps({"errors": ["boom"], "nodes": []}))
-    with pytest.raises(DataError, match="bad GPU count"):
-        parse_gres_gpus("gpu:many")
+        load_records(json.dumps({"errors": ["boom"], "nodes": []}), "sinfo --json", "nodes")
+    with pytest.raises(DataError, match="not a list"):
+        load_records(json.dumps({"jobs": {"a": 1}}), "squeue --json", "jobs")
+    with pytest.raises(DataError, match="invalid JSON"):
+        load_records("[" * 100_000, "squeue --json", "jobs")
+
+
+def spoilt(field: str, value) -> dict:
+    record = copy.deepcopy(load_fixture("squeue_22.05.json")["jobs"][1])
+    if value is KeyError:
+        del record[field]
+    else:
+        record[field] = value
+    return record
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("job_state", KeyError),
+        ("job_id", True),
+        ("job_id", "12"),
+        ("job_id", -3),
+        ("priority", "high"),
+        ("priority", 2**40),
+        ("priority", 1.5),
+        ("submit_time", float("nan")),
+        ("submit_time", float("inf")),
+        ("submit_time", -1),
+        ("start_time", 1e300),
+        ("time_limit", "INFINITE"),
+        ("cpus", [1]),
+        ("user_name", 12),
+        ("user_name", {"name": "x"}),
+        ("name", "x" * 5000),
+        ("tres_per_node", "gres:gpu:lots"),
+        ("shared", 3),
+    ],
+)
+def test_one_bad_record_is_skipped_with_its_reason(field, value):
+    good = load_fixture("squeue_22.05.json")["jobs"][0]
+    parsed = parse_jobs([good, spoilt(field, value), "not a record"])
+    assert [j.job_id for j in parsed.jobs] == [1]
+    assert len(parsed.skipped) == 2 and "record #2" in parsed.skipped
+    (reason,) = [r for label, r in parsed.skipped.items() if label != "record #2"]
+    assert field in reason
+
+
+def test_filter_reads_only_partition_and_user():
+    """Records outside the filter are dropped before any other field is read."""
+    broken = {"partition": "other", "user_name": "mallory", "job_id": "not even a number"}
+    mine = load_fixture("squeue_22.05.json")["jobs"][0]
+    oddities = [broken, 42, {"partition": ["debug"], "user_name": "root"}]
+    assert select_job_records([*oddities, mine], "debug", None) == [mine]
+    assert select_job_records([*oddities, mine], None, "root") == [
+        oddities[2],
+        mine,
+    ]  # a user filter alone keeps the list-partition record; the parse then skips it
+    assert select_job_records([broken, mine], None, None) == [broken, mine]
+    assert select_job_records([mine], "debu", None) == []  # whole names only
 
 
 def test_no_time_limit_is_infinite():
     payload = load_fixture("squeue_22.05.json")
-    payload["jobs"][0]["time_limit"] = 0
-    payload["jobs"][0]["comment"] = ""
-    job = parse_squeue_json(json.dumps(payload))[0]
-    assert math.isinf(job.time_limit_s) and math.isinf(job.requested_time_s)
+    for value in (0, 4_294_967_295, None):
+        payload["jobs"][0]["time_limit"] = value
+        payload["jobs"][0]["comment"] = ""
+        job = parse_jobs(payload["jobs"][:1], True).jobs[0]
+        assert math.isinf(job.time_limit_s) and math.isinf(job.requested_time_s)
+
+
+def test_bad_node_is_skipped():
+    node = load_fixture("sinfo_busy_22.05.json")["nodes"][0]
+    parsed = parse_nodes([dict(node, cpus="four"), dict(node, name="n2"), None])
+    assert [n.name for n in parsed.nodes] == ["n2"]
+    assert set(parsed.skipped) == {"node localhost", "record #2"}

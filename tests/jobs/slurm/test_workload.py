@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from hetsched.core.errors import ConfigError
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.slurm.experiment import arm_metrics, simulate_arm, slurm_baseline_policy
+from hetsched.jobs.slurm.requested_comment import read_requested_comment
 from hetsched.jobs.slurm.workload import (
     WorkloadScale,
     scale_workload,
@@ -52,8 +55,20 @@ def test_batch_arrivals_and_bad_scales():
 def test_requests_cover_the_sleep(workload):
     for i, request in enumerate(submit_requests(workload, partition="debug")):
         assert request.sleep_s == workload.run_time_s[i]
-        assert request.time_limit_s > max(request.sleep_s, request.requested_time_s)
+        assert request.time_limit_s > request.sleep_s
+        assert request.time_limit_s >= request.requested_time_s
         assert request.partition == "debug" and request.num_gpus == workload.num_gpus[i]
+
+
+def test_submitted_comments_pass_the_adapters_bounds(workload):
+    """Slurm rounds the limit up to whole minutes; the comment must still lie in its last minute,
+    or a trusting adapter would fall back to the limit."""
+    for request in submit_requests(workload):
+        limit_s = 60.0 * math.ceil(request.time_limit_s / 60.0)
+        comment = next(a for a in request.argv() if a.startswith("--comment="))
+        reading = read_requested_comment(comment.removeprefix("--comment="), limit_s)
+        assert reading.problem is None
+        assert reading.requested_s == pytest.approx(request.requested_time_s, abs=1e-3)
 
 
 class FakeSubmitter:

@@ -100,6 +100,12 @@ def slurm(
     ),
     partition: str | None = typer.Option(None, help="Only this partition's jobs and nodes."),
     user: str | None = typer.Option(None, help="Only this user's jobs."),
+    trust_requested_comment: bool = typer.Option(
+        False,
+        "--trust-requested-comment",
+        help="Read the hetsched:requested_s= claim in job comments (as slurm-submit writes it;"
+        " only within the time limit's last minute); off, the time limit is the requested time.",
+    ),
     placer: str | None = typer.Option(
         None, help="Placer for oversubscribe advice (pack, spread, milp); none = no advice."
     ),
@@ -122,6 +128,7 @@ def slurm(
         dry_run=dry_run,
         partition=partition,
         user=user,
+        trust_requested_comment=trust_requested_comment,
         priority_range=PriorityRange(top=top_priority, step=priority_step),
         placer=PLACERS.create(placer) if placer else None,
         advice_top_k=advice_top_k,
@@ -143,7 +150,8 @@ def slurm(
     finally:
         signal.signal(signal.SIGTERM, previous)
     mode = "dry run, nothing applied" if dry_run else f"{applied} changes applied"
-    typer.echo(f"{scans} scans, {mode}")
+    left_out = adapter.tally.summary()
+    typer.echo(f"{scans} scans, {mode}" + (f"; {left_out}" if left_out else ""))
 
 
 @option_group("workload", jobs="Jobs to submit.")

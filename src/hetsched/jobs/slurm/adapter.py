@@ -6,6 +6,11 @@ jobs, maps scores to Slurm priorities (:mod:`.priorities`) and issues ``scontrol
 priority=M`` for each job whose priority must change; with a placer it also sets
 ``oversubscribe=no`` on jobs the placer would isolate.
 
+Everything Slurm prints is untrusted: the raw records are filtered by partition/user first, then
+parsed one by one; a malformed record is skipped, a requested-time comment is read only when
+``trust_requested_comment`` is set and then only within its bounds, and both are counted in
+:attr:`SlurmAdapter.tally` and warned about once.
+
 Operational rules: only jobs matching the partition/user filter are touched; held jobs (priority 0)
 are left alone; a job that finishes or vanishes between scan and update is logged and dropped; a
 failing call is retried ``retries`` times, then reported, and the next scan tries again; an error
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetsched.core.errors import DataError
+from hetsched.core.errors import DataError, HetschedError
 from hetsched.jobs.placement.placers import JobRequest, Placer
 from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
@@ -33,8 +38,9 @@ from hetsched.jobs.slurm.priorities import (
     placement_advice,
     scores_to_priorities,
 )
-from hetsched.jobs.slurm.records import SlurmJob
+from hetsched.jobs.slurm.records import SlurmJob, parse_jobs, parse_nodes, select_job_records
 from hetsched.jobs.slurm.snapshot import Completion, take_snapshot
+from hetsched.jobs.slurm.untrusted_tally import UntrustedTally
 
 log = logging.getLogger("hetsched.jobs.slurm")
 
@@ -48,6 +54,8 @@ class AdapterConfig:
         dry_run: Log the planned changes, apply none.
         partition: Only touch jobs of this partition (None = all); the cluster is its nodes.
         user: Only touch this user's jobs (None = all).
+        trust_requested_comment: Read the bounded ``hetsched:requested_s=`` claim of job
+            comments (see :mod:`.requested_comment`); off, the time limit is the requested time.
         priority_range: Where managed jobs' priorities go.
         placer: Placer for oversubscribe advice (None = no advice).
         advice_top_k: Advise only the K best-ranked pending jobs (the paper's top-K, H = 8-16).
@@ -59,6 +67,7 @@ class AdapterConfig:
     dry_run: bool = False
     partition: str | None = None
     user: str | None = None
+    trust_requested_comment: bool = False
     priority_range: PriorityRange = field(default_factory=PriorityRange)
     placer: Placer | None = None
     advice_top_k: int = 8
@@ -94,6 +103,8 @@ class ScanReport:
     running: int = 0
     changes: list[Change] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
+    skipped_records: int = 0
+    ignored_comments: int = 0
     error: str | None = None
 
     @property
@@ -131,14 +142,7 @@ class SlurmAdapter:
         self._made_exclusive: set[int] = set()
         self._running: dict[int, SlurmJob] = {}
         self._completions: list[Completion] = []
-
-    # -- filters -----------------------------------------------------------------------------
-    def matches(self, job: SlurmJob) -> bool:
-        """Whether the job is in the partition/user filter."""
-        partition, user = self.config.partition, self.config.user
-        if partition is not None and partition not in job.partition.split(","):
-            return False
-        return user is None or job.user == user
+        self.tally = UntrustedTally()
 
     # -- one scan ----------------------------------------------------------------------------
     def scan(self) -> ScanReport:
@@ -148,13 +152,21 @@ class SlurmAdapter:
         """
         now = self._clock()
         report = ScanReport(time_s=now)
+        config = self.config
         try:
-            jobs = [j for j in self.client.jobs() if self.matches(j)]
-            nodes = self.client.nodes()
+            records = select_job_records(self.client.job_records(), config.partition, config.user)
+            node_records = self.client.node_records()
         except (SlurmCommandError, DataError) as error:
             report.error = str(error)
             log.error("scan failed, will retry next interval: %s", error)
             return report
+        parsed = parse_jobs(records, config.trust_requested_comment)
+        parsed_nodes = parse_nodes(node_records)
+        self.tally.note_skipped({**parsed.skipped, **parsed_nodes.skipped})
+        self.tally.note_comments(parsed.bad_comments)
+        report.skipped_records = len(parsed.skipped) + len(parsed_nodes.skipped)
+        report.ignored_comments = len(parsed.bad_comments)
+        jobs, nodes = parsed.jobs, parsed_nodes.nodes
         report.finished = self._track_completions(jobs, now)
         pending = [j for j in jobs if j.pending and j.priority > 0]
         report.pending = len(pending)
@@ -163,9 +175,14 @@ class SlurmAdapter:
             return report
         if self._origin_s is None:
             self._origin_s = min(j.submit_time_s for j in jobs)
-        snapshot = take_snapshot(
-            pending, nodes, now, self._origin_s, self._completions, self.config.partition
-        )
+        try:
+            snapshot = take_snapshot(
+                pending, nodes, now, self._origin_s, self._completions, config.partition
+            )
+        except HetschedError as error:
+            report.error = str(error)
+            log.error("scan failed, will retry next interval: %s", error)
+            return report
         scores = np.asarray(self.policy.score(snapshot.queue_state), dtype=np.float64)
         priorities = scores_to_priorities(scores, self.config.priority_range)
         for job, priority in zip(snapshot.pending, priorities.tolist(), strict=True):

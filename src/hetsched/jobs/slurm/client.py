@@ -18,9 +18,10 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hetsched.core.errors import HetschedError
-from hetsched.jobs.slurm.records import SlurmJob, SlurmNode, parse_sinfo_json, parse_squeue_json
+from hetsched.jobs.slurm.records import SlurmJob, SlurmNode, load_records, parse_jobs, parse_nodes
 
 #: Runs one command: (argv, timeout in s, environment) -> completed process with text output.
 Runner = Callable[[Sequence[str], float, Mapping[str, str]], subprocess.CompletedProcess]
@@ -142,13 +143,23 @@ class SlurmClient:
         return done.stdout or ""
 
     # -- reads -------------------------------------------------------------------------------
+    def job_records(self) -> list[Any]:
+        """The raw, untrusted records of every job the controller knows (see
+        :func:`~hetsched.jobs.slurm.records.select_job_records` and
+        :func:`~hetsched.jobs.slurm.records.parse_jobs`)."""
+        return load_records(self.run(["squeue", "--json"]), "squeue --json", "jobs")
+
+    def node_records(self) -> list[Any]:
+        """The raw, untrusted records of every node."""
+        return load_records(self.run(["sinfo", "--json"]), "sinfo --json", "nodes")
+
     def jobs(self) -> list[SlurmJob]:
-        """Every job the controller knows (pending, running, recently finished)."""
-        return parse_squeue_json(self.run(["squeue", "--json"]))
+        """Every job that parses (pending, running, recently finished); comments not trusted."""
+        return parse_jobs(self.job_records()).jobs
 
     def nodes(self) -> list[SlurmNode]:
-        """Every node with its configured and allocated CPUs and GPUs."""
-        return parse_sinfo_json(self.run(["sinfo", "--json"]))
+        """Every node that parses, with its configured and allocated CPUs and GPUs."""
+        return parse_nodes(self.node_records()).nodes
 
     # -- writes ------------------------------------------------------------------------------
     def set_priority(self, job_id: int, priority: int) -> None:

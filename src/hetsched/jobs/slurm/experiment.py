@@ -140,7 +140,8 @@ def run_live_arm(
         changes: list[int] = []
         loop = None
         if policy is not None:
-            adapter = SlurmAdapter(client, policy, AdapterConfig(interval_s=interval_s))
+            config = AdapterConfig(interval_s=interval_s, trust_requested_comment=True)
+            adapter = SlurmAdapter(client, policy, config)
             loop = threading.Thread(
                 target=adapter.run,
                 kwargs={

@@ -1,9 +1,14 @@
 """Typed views of what Slurm 22.05 prints: ``squeue --json`` jobs and ``sinfo --json`` nodes.
 
 Only the fields the adapter needs are kept, each converted to the units used everywhere else
-(seconds, whole GPUs). The parsers accept exactly the 22.05 JSON shape (captured fixtures in
-``tests/jobs/slurm/fixtures``) and raise :class:`~hetsched.core.errors.DataError` naming the
-field when a record does not have it, so a changed Slurm version fails loudly, not silently.
+(seconds, whole GPUs). Everything printed is untrusted (see :mod:`.json_fields`): output that is
+not JSON, or JSON whose top level Slurm marks as failed, fails the whole read with a
+:class:`~hetsched.core.errors.DataError`; a single record with a missing or malformed field is
+skipped and reported with its reason, so one odd job can neither crash nor stall the loop.
+
+The squeue records can be filtered by partition and user on their raw fields
+(:func:`select_job_records`) before anything else of them is parsed, so jobs outside the
+adapter's scope cost nothing and cannot fail the parse.
 """
 
 from __future__ import annotations
@@ -11,19 +16,30 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hetsched.core.errors import DataError
+from hetsched.jobs.slurm.json_fields import (
+    SLURM_INFINITE,
+    SLURM_NO_VAL,
+    required,
+    text,
+    text_list,
+    unix_time_s,
+    whole_number,
+)
+from hetsched.jobs.slurm.requested_comment import read_requested_comment
 
 #: Job states in which a job still waits for resources (``squeue``'s ``job_state``).
 PENDING_STATES = frozenset({"PENDING"})
 #: Job states in which a job holds resources.
 RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"})
-
-#: A requested time written by :mod:`hetsched.jobs.slurm.workload` into the job's comment,
-#: finer than Slurm's whole-minute time limits (see :attr:`SlurmJob.requested_time_s`).
-REQUESTED_COMMENT = re.compile(r"hetsched:requested_s=([0-9.eE+-]+)")
+#: Most GPUs one gres item may name (anything above is not a GPU count).
+MAX_GPUS_PER_ITEM = 1024
+#: Longest comment searched for the requested-time marker (Slurm's own limit is larger; the
+#: marker of :mod:`.workload` is short and comes first).
+MAX_COMMENT_CHARS = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +57,14 @@ class SlurmJob:
         start_time_s: Start time, Unix seconds (0 while pending).
         end_time_s: End time or, while running, the time-limit end, Unix seconds.
         time_limit_s: Time limit in seconds (``inf`` for none).
-        requested_time_s: The requested time the policy sees: the comment's
-            ``hetsched:requested_s=`` when present (the workload submitter writes it, since Slurm
-            keeps time limits in whole minutes), else the time limit.
+        requested_time_s: The requested time the policy sees: the time limit, or the comment's
+            bounded ``hetsched:requested_s=`` claim when the reader trusts comments (see
+            :mod:`.requested_comment`).
         num_gpus: GPUs per node times nodes (from ``tres_per_node`` ``gres:gpu[:type]:k``).
         cpus: CPUs requested.
         num_nodes: Nodes requested or allocated.
-        shared: ``shared`` as printed: None (OverSubscribe=OK), "none" (exclusive), "shared".
-        comment: The job's comment.
+        shared: ``shared`` as printed: None (OverSubscribe=OK), "none" (NO), "shared" (YES),
+            "user", "mcs".
     """
 
     job_id: int
@@ -66,7 +82,6 @@ class SlurmJob:
     cpus: int
     num_nodes: int
     shared: str | None
-    comment: str
 
     @property
     def pending(self) -> bool:
@@ -111,101 +126,199 @@ class SlurmNode:
         return not any(s in self.state for s in ("down", "drain", "fail", "unknown"))
 
 
-def _field(record: dict[str, Any], name: str, what: str) -> Any:
-    if name not in record:
-        raise DataError(f"{what} has no {name!r} (is this Slurm 22.05's JSON?)", field=name)
-    return record[name]
+@dataclass
+class ParsedJobs:
+    """The jobs of one ``squeue`` read, and what was left out of it.
+
+    Attributes:
+        jobs: Records that parsed, in the order printed.
+        skipped: Record label (``job N`` or ``record #i``) -> why it was skipped.
+        bad_comments: Job id -> why its requested-time comment was ignored (only when comments
+            are trusted at all).
+    """
+
+    jobs: list[SlurmJob] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    bad_comments: dict[int, str] = field(default_factory=dict)
 
 
-def _load(text: str, source: str) -> dict[str, Any]:
+@dataclass
+class ParsedNodes:
+    """The nodes of one ``sinfo`` read, and the node records skipped (label -> reason)."""
+
+    nodes: list[SlurmNode] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def load_records(text_out: str, source: str, key: str) -> list[Any]:
+    """The ``key`` list of a JSON object printed by ``source``.
+
+    Raises:
+        DataError: Not JSON, not an object, Slurm reported errors, or no such list.
+    """
     try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as error:
+        payload = json.loads(text_out)
+    except (json.JSONDecodeError, RecursionError) as error:
         raise DataError(f"{source} printed invalid JSON: {error}") from None
     if not isinstance(payload, dict):
         raise DataError(f"{source} printed JSON that is not an object")
     errors = payload.get("errors") or []
     if errors:
-        raise DataError(f"{source} reported errors: {errors}")
-    return payload
+        raise DataError(f"{source} reported errors: {str(errors)[:300]}")
+    records = required(payload, key, source)
+    if not isinstance(records, list):
+        raise DataError(f"{source}: {key!r} is not a list", field=key)
+    return records
 
 
-def parse_gres_gpus(text: str | None) -> tuple[str, int]:
+def parse_gres_gpus(gres: Any, name: str = "gres") -> tuple[str, int]:
     """(GPU type, count) from a gres string such as ``gpu:4``, ``gpu:a100:2(IDX:0-1)`` or
-    ``gres:gpu:2``; ("gpu", 0) when it lists no GPU."""
-    for item in re.split(r",(?![^(]*\))", text or ""):
+    ``gres:gpu:2``; ("gpu", 0) when it lists no GPU.
+
+    Raises:
+        DataError: If it is not a string or the GPU count is not a sane whole number.
+    """
+    value = text(gres, name, "gres string")
+    for item in re.split(r",(?![^(]*\))", value):
         parts = re.sub(r"\(.*\)$", "", item.strip()).split(":")
         if parts and parts[0] == "gres":
             parts = parts[1:]
         if not parts or parts[0] != "gpu":
             continue
-        try:
-            count = int(parts[-1]) if len(parts) > 1 else 1
-        except ValueError:
-            raise DataError(f"bad GPU count in gres {text!r}", field="gres") from None
-        return (parts[1] if len(parts) == 3 else "gpu"), count
+        count = parts[-1] if len(parts) > 1 else "1"
+        if not (count.isascii() and count.isdigit()) or int(count) > MAX_GPUS_PER_ITEM:
+            raise DataError(f"bad GPU count in gres {value[:80]!r}", field=name)
+        return (parts[1] if len(parts) == 3 else "gpu"), int(count)
     return "gpu", 0
 
 
-def _requested_time_s(comment: str, time_limit_s: float) -> float:
-    match = REQUESTED_COMMENT.search(comment or "")
-    return float(match.group(1)) if match else time_limit_s
+def select_job_records(records: list[Any], partition: str | None, user: str | None) -> list[Any]:
+    """The raw records in the partition/user filter, read from those two fields only.
+
+    A record whose partition or user is not a string cannot match an active filter; with no
+    filter every record is kept (and a malformed one is skipped later, by the parse).
+    """
+    chosen = []
+    for record in records:
+        if partition is not None or user is not None:
+            if not isinstance(record, dict):
+                continue
+            raw_partition, raw_user = record.get("partition"), record.get("user_name")
+            if partition is not None and (
+                not isinstance(raw_partition, str) or partition not in raw_partition.split(",")
+            ):
+                continue
+            if user is not None and raw_user != user:
+                continue
+        chosen.append(record)
+    return chosen
 
 
-def parse_job(record: dict[str, Any]) -> SlurmJob:
-    """One element of ``squeue --json``'s ``jobs`` list."""
-    what = f"squeue job {record.get('job_id', '?')}"
-    limit_min = _field(record, "time_limit", what)
-    time_limit_s = math.inf if limit_min in (None, 0) else 60.0 * float(limit_min)
-    nodes = int(_field(record, "node_count", what) or 1)
-    _, per_node = parse_gres_gpus(_field(record, "tres_per_node", what))
-    _, per_job = parse_gres_gpus(record.get("tres_per_job", ""))
-    comment = record.get("comment") or ""
-    return SlurmJob(
-        job_id=int(_field(record, "job_id", what)),
-        name=str(record.get("name", "")),
-        user=str(_field(record, "user_name", what)),
-        partition=str(_field(record, "partition", what)),
-        state=str(_field(record, "job_state", what)),
-        priority=int(_field(record, "priority", what) or 0),
-        submit_time_s=float(_field(record, "submit_time", what)),
-        start_time_s=float(_field(record, "start_time", what) or 0),
-        end_time_s=float(_field(record, "end_time", what) or 0),
+def _time_limit_s(minutes: Any, what: str) -> float:
+    if minutes is None:
+        return math.inf
+    value = whole_number(minutes, "time_limit", what, 0, SLURM_INFINITE)
+    return math.inf if value in (0, SLURM_NO_VAL, SLURM_INFINITE) else 60.0 * value
+
+
+def parse_job(record: Any, trust_requested_comment: bool = False) -> tuple[SlurmJob, str | None]:
+    """One element of ``squeue --json``'s ``jobs`` list, and why its comment was ignored (None
+    when it was accepted, absent, or comments are not trusted).
+
+    Raises:
+        DataError: Naming the first missing or malformed field.
+    """
+    if not isinstance(record, dict):
+        raise DataError(f"squeue record is not an object ({type(record).__name__})")
+    job_id = whole_number(required(record, "job_id", "squeue job"), "job_id", "squeue job", 1)
+    what = f"squeue job {job_id}"
+    time_limit_s = _time_limit_s(required(record, "time_limit", what), what)
+    nodes = whole_number(required(record, "node_count", what) or 1, "node_count", what, 1)
+    _, per_node = parse_gres_gpus(required(record, "tres_per_node", what), "tres_per_node")
+    _, per_job = parse_gres_gpus(record.get("tres_per_job"), "tres_per_job")
+    requested_s, problem = time_limit_s, None
+    if trust_requested_comment:
+        comment = text(record.get("comment"), "comment", what, MAX_COMMENT_CHARS)
+        reading = read_requested_comment(comment, time_limit_s)
+        problem = reading.problem
+        if reading.requested_s is not None:
+            requested_s = reading.requested_s
+    shared = record.get("shared")
+    job = SlurmJob(
+        job_id=job_id,
+        name=text(record.get("name"), "name", what),
+        user=text(required(record, "user_name", what), "user_name", what),
+        partition=text(required(record, "partition", what), "partition", what),
+        state=text(required(record, "job_state", what), "job_state", what),
+        priority=whole_number(required(record, "priority", what) or 0, "priority", what),
+        submit_time_s=unix_time_s(required(record, "submit_time", what), "submit_time", what),
+        start_time_s=unix_time_s(required(record, "start_time", what) or 0, "start_time", what),
+        end_time_s=unix_time_s(required(record, "end_time", what) or 0, "end_time", what),
         time_limit_s=time_limit_s,
-        requested_time_s=_requested_time_s(comment, time_limit_s),
+        requested_time_s=requested_s,
         num_gpus=per_job or per_node * nodes,
-        cpus=int(_field(record, "cpus", what) or 1),
+        cpus=whole_number(required(record, "cpus", what) or 1, "cpus", what),
         num_nodes=nodes,
-        shared=record.get("shared"),
-        comment=comment,
+        shared=None if shared is None else text(shared, "shared", what, 32),
     )
+    return job, problem
 
 
-def parse_squeue_json(text: str) -> list[SlurmJob]:
-    """Every job of ``squeue --json``'s output, in the order printed."""
-    payload = _load(text, "squeue --json")
-    return [parse_job(record) for record in _field(payload, "jobs", "squeue --json")]
+def _label(record: Any, index: int, noun: str, key: str) -> str:
+    value = record.get(key) if isinstance(record, dict) else None
+    if isinstance(value, int | str) and not isinstance(value, bool) and len(str(value)) <= 64:
+        return f"{noun} {value}"
+    return f"record #{index}"
 
 
-def parse_node(record: dict[str, Any]) -> SlurmNode:
-    """One element of ``sinfo --json``'s ``nodes`` list."""
-    what = f"sinfo node {record.get('name', '?')}"
-    gpu_type, num_gpus = parse_gres_gpus(_field(record, "gres", what))
-    _, used = parse_gres_gpus(record.get("gres_used"))
+def parse_jobs(records: list[Any], trust_requested_comment: bool = False) -> ParsedJobs:
+    """Every job record that parses; the others are skipped with their reasons."""
+    parsed = ParsedJobs()
+    for index, record in enumerate(records):
+        try:
+            job, problem = parse_job(record, trust_requested_comment)
+        except DataError as error:
+            parsed.skipped[_label(record, index, "job", "job_id")] = str(error)
+            continue
+        parsed.jobs.append(job)
+        if problem is not None:
+            parsed.bad_comments[job.job_id] = problem
+    return parsed
+
+
+def parse_node(record: Any) -> SlurmNode:
+    """One element of ``sinfo --json``'s ``nodes`` list.
+
+    Raises:
+        DataError: Naming the first missing or malformed field.
+    """
+    if not isinstance(record, dict):
+        raise DataError(f"sinfo record is not an object ({type(record).__name__})")
+    what = "sinfo node"
+    name = text(required(record, "name", what), "name", what)
+    what = f"sinfo node {name}"
+    gpu_type, num_gpus = parse_gres_gpus(required(record, "gres", what))
+    _, used = parse_gres_gpus(record.get("gres_used"), "gres_used")
+    memory = record.get("real_memory")
     return SlurmNode(
-        name=str(_field(record, "name", what)),
-        partitions=tuple(_field(record, "partitions", what) or ()),
-        state=str(_field(record, "state", what)).lower(),
-        cpus=int(_field(record, "cpus", what)),
-        alloc_cpus=int(record.get("alloc_cpus") or 0),
-        memory_mib=float(record.get("real_memory") or math.inf),
+        name=name,
+        partitions=text_list(required(record, "partitions", what), "partitions", what),
+        state=text(required(record, "state", what), "state", what).lower(),
+        cpus=whole_number(required(record, "cpus", what), "cpus", what),
+        alloc_cpus=whole_number(record.get("alloc_cpus") or 0, "alloc_cpus", what),
+        memory_mib=math.inf if not memory else float(whole_number(memory, "real_memory", what)),
         gpu_type=gpu_type,
         num_gpus=num_gpus,
         used_gpus=used,
     )
 
 
-def parse_sinfo_json(text: str) -> list[SlurmNode]:
-    """Every node of ``sinfo --json``'s output."""
-    payload = _load(text, "sinfo --json")
-    return [parse_node(record) for record in _field(payload, "nodes", "sinfo --json")]
+def parse_nodes(records: list[Any]) -> ParsedNodes:
+    """Every node record that parses; the others are skipped with their reasons."""
+    parsed = ParsedNodes()
+    for index, record in enumerate(records):
+        try:
+            parsed.nodes.append(parse_node(record))
+        except DataError as error:
+            parsed.skipped[_label(record, index, "node", "name")] = str(error)
+    return parsed

@@ -11,8 +11,11 @@ changes only the time axis:
 - GPU counts are clipped to ``[1, max_gpus]`` (one node's GPUs).
 
 :func:`submit_workload` then submits each job at its arrival time: ``sleep`` of the scaled run
-time, ``--gres=gpu:k``, a time limit covering the sleep, and the scaled requested time in the
-comment (Slurm keeps time limits in whole minutes, too coarse for jobs of seconds).
+time, ``--gres=gpu:k``, a time limit covering the sleep and the requested time, and the scaled
+requested time in the comment (Slurm keeps time limits in whole minutes, too coarse for jobs of
+seconds; the adapter reads the comment only with ``--trust-requested-comment``, and only when it
+lies in the limit's last minute, see :mod:`.requested_comment`, which holds for every job whose
+run time is under a minute or not more than a minute above its requested time).
 """
 
 from __future__ import annotations
@@ -94,13 +97,15 @@ def scale_workload(jobs: JobTable, scale: WorkloadScale) -> JobTable:
 
 
 def submit_requests(jobs: JobTable, partition: str | None = None) -> list[SubmitRequest]:
-    """One ``sbatch`` request per job of a scaled table (time limit covers sleep and request)."""
+    """One ``sbatch`` request per job of a scaled table (the time limit covers the sleep plus a
+    second, and the requested time, so the requested time lies within the limit's last minute
+    whenever the run time does)."""
     return [
         SubmitRequest(
             name=f"hs-{jobs.id[i]}",
             sleep_s=float(jobs.run_time_s[i]),
             num_gpus=int(jobs.num_gpus[i]),
-            time_limit_s=max(float(jobs.run_time_s[i]), float(jobs.requested_time_s[i])) + 1.0,
+            time_limit_s=max(float(jobs.run_time_s[i]) + 1.0, float(jobs.requested_time_s[i])),
             requested_time_s=float(jobs.requested_time_s[i]),
             partition=partition,
         )
