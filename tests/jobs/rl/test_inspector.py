@@ -11,7 +11,7 @@ import torch
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.rl.agent import load_checkpoint, save_checkpoint
 from hetsched.jobs.rl.inspector import ACCEPT, REJECT, InspectorPolicy
-from hetsched.jobs.rl.inspector_agent import InspectorAgent
+from hetsched.jobs.rl.inspector_agent import INITIAL_REJECT_PROBABILITY, InspectorAgent
 from hetsched.jobs.rl.inspector_features import INSPECTOR_FEATURES
 from hetsched.jobs.rl.policy import policy_from_checkpoint
 from hetsched.jobs.sim.config import SimulationConfig
@@ -88,6 +88,10 @@ def test_agent_masks_reject_and_checkpoints_round_trip(tmp_path):
     torch.manual_seed(0)
     agent = InspectorAgent(max_queue=16, hidden=(8, 4), max_rejections=2)
     obs = torch.rand(64, len(INSPECTOR_FEATURES))
+    # Untrained, it is its base policy with a little exploration (INITIAL_REJECT_PROBABILITY).
+    reject = torch.softmax(agent.actor(obs), dim=-1)[:, REJECT]
+    assert reject.detach().numpy() == pytest.approx(INITIAL_REJECT_PROBABILITY, abs=0.01)
+    assert agent.decide(obs[0].numpy(), np.array([True, True])) == ACCEPT
     only_accept = torch.tensor([[True, False]]).expand(64, 2)
     assert (agent.get_action_and_value(obs, only_accept).action == ACCEPT).all()
     with torch.no_grad():

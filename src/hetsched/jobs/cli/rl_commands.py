@@ -26,6 +26,15 @@ from hetsched.jobs.rl.agent import load_checkpoint
 from hetsched.jobs.rl.episodes import EpisodeOutcome, check_metric
 from hetsched.jobs.rl.evaluation import evaluate_agents, write_report
 from hetsched.jobs.rl.scenario import Scenario, load_scenario
+from hetsched.jobs.rl.table9 import (
+    BEST_ROW,
+    PAPER_TRACES,
+    TABLE9_METRICS,
+    Table9,
+    paper_value,
+    run_table9,
+    write_table9,
+)
 from hetsched.jobs.rl.training import TrainConfig, check_agent, plot_training_curve, train_agent
 
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
@@ -99,6 +108,35 @@ def _describe(console: Console, scenario: Scenario) -> dict[str, object]:
         f" ({len(scenario.cluster.nodes)} nodes, {scenario.cluster.total_gpus} GPUs)"
     )
     return info
+
+
+def _cell(mean: float, half: float) -> str:
+    """``mean ± half`` with the precision the magnitude needs (no ± for one replicate)."""
+    digits = 2 if abs(mean) < 100 else (1 if abs(mean) < 10_000 else 0)
+    return f"{mean:,.{digits}f}" + ("" if half != half else f" ± {half:,.{digits}f}")
+
+
+def _table9_view(table: Table9, where: str) -> Table:
+    """Table 9 as printed: ours (mean ± 95 % CI over replicates) beside the paper's value."""
+    title = (
+        f"Table 9, {where}: {len(table.seeds)} replicates x {table.windows} batches of"
+        f" {table.window_size} jobs (ours: mean ± 95 % CI; paper: {table.trace})"
+    )
+    view = Table(title=title)
+    view.add_column("policy")
+    headers = {"bsld": "BSLD", "wait_s": "WT (s)", "jct_s": "JCT (s)"}
+    headers.update({"utilisation_pct": "Util (%)", "time_s": "Time (s)"})
+    for metric in TABLE9_METRICS:
+        view.add_column(headers[metric], justify="right")
+        view.add_column("paper", justify="right", style="dim")
+    for name, row in table.shown_rows():
+        cells = [f"{BEST_ROW} ({row.policy})" if name == BEST_ROW else name]
+        for metric in TABLE9_METRICS:
+            cells.append(_cell(*row.stat(metric)))
+            paper = paper_value(table.trace, name, metric)
+            cells.append("" if paper is None else f"{paper:,.2f}")
+        view.add_row(*cells)
+    return view
 
 
 @option_group("data")
@@ -202,12 +240,26 @@ def evaluate(
     bases: str = typer.Option(DEFAULT_BASES, help="Comma-separated base policies."),
     split: str = typer.Option("test", help="test (held-out 10 %), train or all."),
     windows: int = typer.Option(10, help="Random windows."),
-    window_size: int = typer.Option(1024, help="Jobs per window."),
+    window_size: int | None = typer.Option(
+        None, help="Jobs per window (default 1024; 256 with --table9, the paper's batches)."
+    ),
     placement: str = typer.Option("pack", help="Placer: pack, spread or milp."),
     seed: int = typer.Option(0, help="Seed of the window starts."),
+    table9: str | None = typer.Option(
+        None,
+        help="Print RLTune's Table 9 (FIFO, SchedInspector, RLScheduler, RLTune, best of the"
+        " other --bases) beside the paper's numbers for this trace: philly, helios, alibaba, or"
+        " none (no paper column).",
+    ),
+    replicates: int = typer.Option(
+        1,
+        help="With --table9: replicates (window seeds seed, seed+1, ...), mean ± 95 % CI; give"
+        " each agent one checkpoint per replicate (ordered by training seed) or one for all.",
+    ),
     out: Path = typer.Option(Path("runs/jobs/evaluate"), help="Output folder."),
 ) -> None:
-    """Compares base policies with RL agents on seeded windows (Tables 6/7/9, Figs. 12/14/15)."""
+    """Compares base policies with learned agents on seeded windows (Tables 6/7/9, Figs. 12/14/15);
+    with --table9, prints Table 9 with the scheduling time of each policy."""
     _single_threaded_torch()
     base_names = [b.strip() for b in bases.split(",") if b.strip()]
     for name in base_names:
@@ -217,6 +269,10 @@ def evaluate(
         load_checkpoint(path)  # a bad file fails before the trace is loaded
     if split not in ("test", "train", "all"):
         raise HetschedError(f"unknown split {split!r}; known: test, train, all")
+    if table9 is not None and table9 not in (*PAPER_TRACES, "none"):
+        known = ", ".join((*PAPER_TRACES, "none"))
+        raise HetschedError(f"unknown Table 9 trace {table9!r}; known: {known}")
+    window_size = window_size or (256 if table9 is not None else 1024)
     console = Console()
     scenario = data.load()
     info = _describe(console, scenario)
@@ -226,6 +282,31 @@ def evaluate(
             f"windows of {window_size} jobs do not fit the {split} part ({len(table_jobs)} jobs);"
             " pass a smaller --window-size"
         )
+    if table9 is not None:
+        heuristics = [name for name in base_names if name != "fcfs"]
+        runs = replicates * windows * (1 + len(heuristics) + len(checkpoint))
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("Table 9", total=runs)
+            result = run_table9(
+                table_jobs,
+                scenario.cluster,
+                checkpoint,
+                table9,
+                replicates,
+                seed,
+                windows,
+                window_size,
+                placement,
+                heuristics,
+                on_run=lambda: progress.advance(task),
+            )
+        console.print(_table9_view(result, f"{scenario.name}, {split} part"))
+        written = write_table9(result, out)
+        (out / "run.json").write_text(
+            json.dumps({"scenario": info, "split": split, "placement": placement}, indent=2)
+        )
+        console.print(f"saved in {out}: {', '.join(written)}, run.json")
+        return
     runs = windows * (len(base_names) + len(checkpoint))
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("evaluating", total=runs)

@@ -3,6 +3,13 @@
 Unlike the queue scorers, the inspector sees one fixed-length vector per decision
 (:mod:`.inspector_features`), so its actor is a plain small MLP with two logits (accept, reject)
 and its critic a second MLP of the same widths on the same vector, as in SchedInspector's PPO.
+
+One change from a plain PPO initialisation: the reject logit starts at
+``log(p / (1 − p))`` for ``p = INITIAL_REJECT_PROBABILITY``, so the untrained inspector is its
+base policy with a little exploration. From the uniform start (half the picks rejected, each
+rejection idling GPUs until the next event) the first episodes were 30-50 % worse than the base
+policy on synthetic Philly, and 32 episodes of 256 jobs did not bring the reject share below 0.5:
+one reward per ~500 verdicts is too weak a signal to undo that at a small budget.
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ from hetsched.jobs.rl.inspector import ACCEPT, REJECT
 from hetsched.jobs.rl.inspector_features import INSPECTOR_FEATURES, INSPECTOR_QUEUE, MAX_REJECTIONS
 from hetsched.jobs.rl.mlp import tanh_mlp
 from hetsched.rl import ActionAndValue, MaskedCategorical
+
+INITIAL_REJECT_PROBABILITY = 0.05
+"""Probability of rejecting a pick before any training."""
 
 
 class InspectorAgent(nn.Module):
@@ -44,6 +54,11 @@ class InspectorAgent(nn.Module):
         self.max_queue, self.hidden, self.max_rejections = max_queue, tuple(hidden), max_rejections
         width = len(INSPECTOR_FEATURES)
         self.actor = tanh_mlp((width, *self.hidden, 2), 0.01)
+        output = self.actor[-1]
+        assert isinstance(output, nn.Linear)
+        with torch.no_grad():  # start as the base policy (see the module docstring)
+            p = INITIAL_REJECT_PROBABILITY
+            output.bias[REJECT] = float(np.log(p / (1 - p)))
         self.critic = tanh_mlp((width, *self.hidden, 1), 1.0)
 
     @property

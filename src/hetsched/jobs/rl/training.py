@@ -43,7 +43,7 @@ from hetsched.jobs.rl.episodes import (
     EpisodeSampler,
     check_metric,
 )
-from hetsched.jobs.rl.inspector import InspectorPolicy
+from hetsched.jobs.rl.inspector import REJECT, InspectorPolicy
 from hetsched.jobs.rl.inspector_agent import InspectorAgent
 from hetsched.jobs.rl.inspector_features import INSPECTOR_QUEUE, MAX_REJECTIONS
 from hetsched.jobs.traces.job_table import JobTable
@@ -183,6 +183,14 @@ def episode_policy(agent: JobsAgent, base_policy: str) -> Callable[[Chooser], De
     return lambda choose: DecisionPolicy(choose, agent.max_queue, agent.feature_set)
 
 
+def inspector_stats(agent: JobsAgent, actions: list[int]) -> dict[str, float]:
+    """For an inspector, the share of its sampled verdicts that were rejections (what it learns
+    first: a hold idles GPUs until the next event); nothing for a queue scorer."""
+    if not isinstance(agent, InspectorAgent):
+        return {}
+    return {"reject_share": float(np.mean(np.asarray(actions) == REJECT))}
+
+
 def rollout(
     episodes: EpisodeSampler,
     agent: JobsAgent,
@@ -290,12 +298,14 @@ def train_agent(
     done_trajectories = 0
     for epoch in range(1, config.epochs + 1):
         outcomes: list[EpisodeOutcome] = []
+        actions: list[int] = []
         pending: list[Trajectory] = []
         stats: dict[str, float] = {}
         for index in range(config.trajectories_per_epoch):
             trajectory = rollout(episodes, agent, policy_for)
             done_trajectories += 1
             outcomes.append(trajectory.outcome)
+            actions += trajectory.actions
             pending.append(trajectory)
             reward_std.update([trajectory.outcome.reward])
             if on_trajectory is not None:
@@ -315,6 +325,7 @@ def train_agent(
                 "base_metric": float(np.mean([o.base for o in outcomes])),
                 "rl_metric": float(np.mean([o.rl for o in outcomes])),
                 "decisions_per_episode": float(np.mean([o.decisions for o in outcomes])),
+                **inspector_stats(agent, actions),
                 **stats,
             }
         )
