@@ -17,14 +17,22 @@ from .conftest import GROUPS, WIDTHS
 
 def test_registry_lists_every_router_and_rejects_unknown_names():
     assert ROUTERS.names() == [
+        "constant-best",
+        "infaas",
+        "jsq-0.25",
+        "jsq-0.5",
+        "jsq-0.75",
+        "jsq-1.0",
+        "least-completion",
         "least-loaded",
         "ppo",
         "random",
         "round-robin",
+        "slackfit",
         "static-slimmest",
         "static-widest",
     ]
-    with pytest.raises(UnknownNameError, match="known: least-loaded"):
+    with pytest.raises(UnknownNameError, match="known: constant-best"):
         ROUTERS.get("fastest")
 
 
