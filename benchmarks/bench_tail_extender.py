@@ -26,6 +26,7 @@ import copy
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import time
@@ -129,6 +130,51 @@ def measure(fitted: FittedRegressor, mode: str, nodes: int, requests: int) -> di
     return {"mode": mode, "nodes": nodes, "request_kib": len(body) / 1024, **summary(latencies)}
 
 
+def exchange(host: str, port: int, data: bytes, trickle_s: float = 0.0) -> tuple[float, bytes]:
+    """Sends ``data`` (a byte every ``trickle_s`` if set) and reads until the server closes;
+    (seconds until closed, the reply's first bytes)."""
+    start = time.perf_counter()
+    with socket.create_connection((host, port), timeout=60) as sock:
+        try:
+            for chunk in [bytes([b]) for b in data] if trickle_s else [data]:
+                sock.sendall(chunk)
+                time.sleep(trickle_s)
+        except OSError:
+            pass  # closed on us mid-send: refused
+        reply = b""
+        try:
+            while chunk := sock.recv(65536):
+                reply += chunk
+        except OSError:
+            pass
+    return time.perf_counter() - start, reply[:40]
+
+
+def abuse(fitted: FittedRegressor) -> dict[str, dict]:
+    """How the extender (default limits) answers a 50 MB body, a slowloris client sending a
+    header byte every 0.5 s, and a truncated body."""
+    config = ServiceConfig()
+    server = ServiceServer(
+        create_extender_app(Extender(P90Scorer(fitted), default_catalog()), config), config
+    )
+    host, port = server.start().removeprefix("http://").split(":")
+    head = b"POST /prioritize HTTP/1.1\r\nHost: x\r\n"
+    cases = {
+        "50 MB body": (head + b"Content-Length: 52428800\r\n\r\n" + b"x" * 2**20, 0.0),
+        "slowloris headers": (head + b"X-Slow: " + b"a" * 40, 0.5),
+        "truncated body": (head + b"Content-Length: 1000\r\n\r\n{", 0.0),
+    }
+    try:
+        results = {}
+        for name, (data, trickle_s) in cases.items():
+            seconds, reply = exchange(host, int(port), data, trickle_s)
+            results[name] = {"closed_after_s": seconds, "reply": reply.decode("latin-1")}
+        assert httpx.get(f"http://{host}:{port}/healthz").status_code == 200
+    finally:
+        server.stop()
+    return results
+
+
 def run_fuzz(examples: int) -> int:
     """Runs the hypothesis fuzz test with ``examples`` per verb; returns pytest's exit code."""
     env = {**os.environ, "HETSCHED_FUZZ_EXAMPLES": str(examples)}
@@ -166,8 +212,13 @@ def main() -> None:
                 f"{mode:5s} {nodes:5d} nodes ({r['request_kib']:7.0f} KiB): p50 {r['p50_ms']:6.2f}"
                 f"  p90 {r['p90_ms']:6.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:6.2f} ms"
             )
+    refused = abuse(fitted)
+    for name, r in refused.items():
+        status = r["reply"].split("\r\n")[0] or "(closed without a reply)"
+        print(f"{name}: {status}, connection closed after {r['closed_after_s']:.2f} s")
     if opts.out:
-        opts.out.write_text(json.dumps({"regressor": regressor, "results": results}, indent=1))
+        figures = {"regressor": regressor, "results": results, "refused": refused}
+        opts.out.write_text(json.dumps(figures, indent=1))
         print(f"written: {opts.out}")
 
 
