@@ -103,7 +103,7 @@ def local_slurm(tmp_path_factory) -> LocalSlurm:
     reason = missing_requirements()
     if reason is not None:
         pytest.skip(reason)
-    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm") / "cluster")
     slurm.start()
     try:
         yield slurm

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from hetsched.jobs.slurm import binaries
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError, SubmitRequest
 
 
@@ -64,8 +65,22 @@ def test_missing_binary_names_the_package():
 
 def test_missing_binary_with_the_real_runner(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no squeue anywhere
+    monkeypatch.setattr(binaries, "SYSTEM_DIRS", ())
     with pytest.raises(SlurmCommandError, match="squeue not found on PATH"):
         SlurmClient().jobs()
+
+
+def test_client_finds_programs_off_path_like_the_daemons(tmp_path, monkeypatch):
+    """Slurm off PATH but in a system folder: the client runs it from there (one lookup)."""
+    system = tmp_path / "sbin"
+    system.mkdir()
+    squeue = system / "squeue"
+    squeue.write_text("#!/bin/sh\necho '{\"jobs\": []}'\n")
+    squeue.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(binaries, "SYSTEM_DIRS", (str(system),))
+    assert binaries.find_binary("squeue") == str(squeue)
+    assert SlurmClient().jobs() == []
 
 
 def test_timeout_says_so():

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsched.core.errors import HetschedError
+from hetsched.jobs.slurm.binaries import SYSTEM_DIRS, find_binary
 from hetsched.jobs.slurm.records import SlurmJob, SlurmNode, load_records, parse_jobs, parse_nodes
 
 #: Runs one command: (argv, timeout in s, environment) -> completed process with text output.
@@ -59,9 +60,23 @@ class SlurmCommandError(HetschedError):
 def subprocess_runner(
     argv: Sequence[str], timeout_s: float, env: Mapping[str, str]
 ) -> subprocess.CompletedProcess:
-    """Runs ``argv`` with captured text output (the default :data:`Runner`)."""
+    """Runs ``argv`` with captured text output (the default :data:`Runner`); the program is
+    found by :func:`~hetsched.jobs.slurm.binaries.find_binary`, the same lookup the local
+    daemons use.
+
+    Raises:
+        FileNotFoundError: If the program is nowhere to be found.
+    """
+    program = find_binary(argv[0])
+    if program is None:
+        raise FileNotFoundError(argv[0])
     return subprocess.run(
-        list(argv), capture_output=True, text=True, timeout=timeout_s, env=dict(env), check=False
+        [program, *argv[1:]],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=dict(env),
+        check=False,
     )
 
 
@@ -131,7 +146,9 @@ class SlurmClient:
             done = self.runner(argv, self.timeout_s, self._env)
         except FileNotFoundError:
             raise SlurmCommandError(
-                argv, f"{argv[0]} not found on PATH; install Slurm (Debian package slurm-wlm)"
+                argv,
+                f"{argv[0]} not found on PATH nor in {', '.join(SYSTEM_DIRS)};"
+                " install Slurm (Debian package slurm-wlm)",
             ) from None
         except subprocess.TimeoutExpired:
             raise SlurmCommandError(

@@ -5,6 +5,11 @@ GPU character devices, and a munged of its own (own socket and pid file, the key
 ``/etc/munge/munge.key``), so it neither needs nor disturbs a system munged or Slurm. Daemons
 listen on free localhost ports and are stopped by the pids in their pid files.
 
+The daemons run as root and trust that folder, so it must be private (see :mod:`.private_dir`):
+:class:`LocalSlurm` creates it itself with mode 0700 under parents no other user can rename
+entries in, refuses a folder that already exists (whoever made it), and writes the key and the
+configuration with ``O_EXCL`` and mode 0600.
+
 The controller runs as in the paper's section 5.6: ``sched/backfill``, ``select/cons_tres``,
 ``priority/multifactor`` with equal weights (1000) on every factor. The age and fair-share
 factors stay 0 (seen with ``sprio``: fair share needs slurmdbd, and minutes of age are nothing
@@ -19,7 +24,6 @@ Needs root (daemons, ``mknod``) and the Debian packages ``slurm-wlm`` and ``mung
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,23 +31,26 @@ import time
 from pathlib import Path
 
 from hetsched.core.errors import HetschedError
+from hetsched.jobs.slurm.binaries import find_binary
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
+from hetsched.jobs.slurm.private_dir import (
+    check_new_private_dir,
+    create_private_dir,
+    write_private_file,
+)
 
-SBIN_PATH = "/usr/sbin:/usr/local/sbin:/usr/bin:/usr/local/bin"
 MUNGE_KEY = Path("/etc/munge/munge.key")
-
-
-def _binary(name: str) -> str | None:
-    return shutil.which(name, path=os.environ.get("PATH", "") + ":" + SBIN_PATH)
+#: Slurm programs a local cluster and its client need (all from the Debian package slurm-wlm).
+SLURM_PROGRAMS = ("slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
 
 
 def missing_requirements() -> str | None:
     """Why a local Slurm cannot start here (None when it can); names the package to install."""
-    missing = [name for name in ("slurmctld", "slurmd", "sbatch") if _binary(name) is None]
+    missing = [name for name in SLURM_PROGRAMS if find_binary(name) is None]
     if missing:
         return f"{', '.join(missing)} not found: install the Debian package slurm-wlm"
     munge_missing = f"munged or {MUNGE_KEY} not found: install the Debian package munge"
-    if _binary("munged") is None:
+    if find_binary("munged") is None:
         return munge_missing
     try:
         key_present = MUNGE_KEY.exists()
@@ -77,7 +84,7 @@ class LocalSlurm:
     """Starts and stops munged, slurmctld and slurmd on localhost in ``root``.
 
     Args:
-        root: Folder for every file (created).
+        root: Folder for every file; must not exist yet (:meth:`start` creates it, private).
         gpus: Fake GPUs on the node.
         cpus: CPUs declared for the node (``config_overrides``: may exceed the real count, so
             that GPUs, not this machine's cores, are the scarce resource).
@@ -89,8 +96,16 @@ class LocalSlurm:
         self.gpus = gpus
         self.cpus = cpus
         self.partition = partition
-        self.conf = self.root / "slurm.conf"
-        self._pid_files = [
+        self._created = False
+
+    @property
+    def conf(self) -> Path:
+        """This cluster's ``slurm.conf``."""
+        return self.root / "slurm.conf"
+
+    @property
+    def _pid_files(self) -> list[Path]:
+        return [
             self.root / "run" / "slurmd.pid",
             self.root / "run" / "slurmctld.pid",
             self.root / "munge" / "munged.pid",
@@ -100,21 +115,17 @@ class LocalSlurm:
         """A client bound to this cluster's ``slurm.conf``."""
         return SlurmClient(slurm_conf=self.conf)
 
-    def _write_config(self) -> None:
+    def _create_root(self) -> None:
+        """The private folder, its sub-folders, the key copy and the configuration (once)."""
+        self.root = create_private_dir(self.root)
+        self._created = True
         r = self.root
         for sub in ("state", "spool", "run", "log", "dev", "munge"):
-            (r / sub).mkdir(parents=True, exist_ok=True)
-        r.chmod(0o755)
-        (r / "munge").chmod(0o700)
-        key = r / "munge" / "munge.key"
-        shutil.copyfile(MUNGE_KEY, key)
-        key.chmod(0o600)
+            os.mkdir(r / sub, 0o700)
+        write_private_file(r / "munge" / "munge.key", MUNGE_KEY.read_bytes())
         for i in range(self.gpus):
-            device = r / "dev" / f"gpu{i}"
-            if not device.exists():
-                os.mknod(
-                    device, 0o666 | 0o020000, os.makedev(1, 3)
-                )  # a char device, like /dev/null
+            # A character device like /dev/null: gres.conf's File= must name one.
+            os.mknod(r / "dev" / f"gpu{i}", 0o600 | 0o020000, os.makedev(1, 3))
         lines = [
             "ClusterName=hetsched-local",
             "SlurmctldHost=localhost",
@@ -152,28 +163,31 @@ class LocalSlurm:
             " State=UNKNOWN",
             f"PartitionName={self.partition} Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
         ]
-        self.conf.write_text("\n".join(lines) + "\n")
+        write_private_file(self.conf, ("\n".join(lines) + "\n").encode())
         last = self.gpus - 1
-        (r / "gres.conf").write_text(
-            f"AutoDetect=off\nNodeName=localhost Name=gpu File={r / 'dev'}/gpu[0-{last}]\n"
-        )
+        gres = f"AutoDetect=off\nNodeName=localhost Name=gpu File={r / 'dev'}/gpu[0-{last}]\n"
+        write_private_file(r / "gres.conf", gres.encode())
 
     def start(self, timeout_s: float = 30.0) -> None:
-        """Writes the configuration, starts the three daemons and waits for an idle node.
+        """Creates the private folder (first start only), starts the three daemons and waits for
+        an idle node.
 
         Raises:
-            HetschedError: If a requirement is missing or the node is not idle in time (the
-                message points at the log folder).
+            HetschedError: If the folder exists already or sits under an unsafe parent, a
+                requirement is missing, or the node is not idle in time (the message points at
+                the log folder).
         """
-        reason = missing_requirements()
-        if reason is not None:
-            raise HetschedError(f"cannot start a local Slurm: {reason}")
-        self._write_config()
+        if not self._created:
+            check_new_private_dir(self.root)  # before anything else: the clearest refusal
+            reason = missing_requirements()
+            if reason is not None:
+                raise HetschedError(f"cannot start a local Slurm: {reason}")
+            self._create_root()
         m = self.root / "munge"
         env = {**os.environ, "SLURM_CONF": str(self.conf)}
         commands = [
             [
-                _binary("munged"),
+                find_binary("munged"),
                 "--force",
                 f"--socket={m / 'munge.sock'}",
                 f"--key-file={m / 'munge.key'}",
@@ -181,8 +195,8 @@ class LocalSlurm:
                 f"--pid-file={m / 'munged.pid'}",
                 f"--seed-file={m / 'munged.seed'}",
             ],
-            [_binary("slurmctld"), "-f", str(self.conf)],
-            [_binary("slurmd"), "-f", str(self.conf), "-N", "localhost"],
+            [find_binary("slurmctld"), "-f", str(self.conf)],
+            [find_binary("slurmd"), "-f", str(self.conf), "-N", "localhost"],
         ]
         try:
             for argv in commands:
