@@ -98,7 +98,7 @@ def test_parents_another_user_owns_or_can_write_are_refused(tmp_path, monkeypatc
         os.chown(theirs, pwd.getpwnam("nobody").pw_uid, -1)
     else:  # seen from another (non-root) user, this folder belongs to someone else
         monkeypatch.setattr(os, "geteuid", lambda: os.stat(theirs).st_uid + 1)
-    with pytest.raises(HetschedError, match="theirs belongs to .* who could replace it"):
+    with pytest.raises(HetschedError, match=r"theirs belongs to .* who could replace it"):
         private_dir.create_private_dir(theirs / "slurm")
     with pytest.raises(HetschedError, match="does not exist"):
         private_dir.create_private_dir(tmp_path / "no" / "such")
