@@ -18,6 +18,10 @@ from hetsched.slim.experiments.router_experiment import (
     train_scenario_router,
 )
 from hetsched.slim.experiments.run_server import report_table, run_server, save_run
+from hetsched.slim.experiments.scenario_experiment import (
+    experiment_routers,
+    run_scenario_experiment,
+)
 from hetsched.slim.live.cluster import LiveSetup, open_live_scenario
 from hetsched.slim.live.profile import model_to_profile, run_profile
 from hetsched.slim.live.profile_cells import describe_cell
@@ -31,7 +35,12 @@ from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.reward import RewardWeights, reward_weights
 from hetsched.slim.serving.cli import register as register_serving
 from hetsched.slim.sim.scenario import ScenarioConfig, with_overrides
-from hetsched.slim.sim.scenario_catalog import load_scenario, scenario_names, summarize_scenario
+from hetsched.slim.sim.scenario_catalog import (
+    load_scenario,
+    load_scenarios,
+    scenario_names,
+    summarize_scenario,
+)
 from hetsched.slim.sim.workload import Pattern
 
 app = typer.Typer(no_args_is_help=True)
@@ -46,27 +55,42 @@ def _comma_list(option: str, text: str, kind: type[float] | type[int]) -> list:
         raise ConfigError(f"{option}: expected comma-separated numbers, got {text!r}") from None
 
 
+def _check_overrides(images: int | None, slo_ms: float | None) -> None:
+    """One-line errors for command-line overrides no scenario can take."""
+    if images is not None and images < 1:
+        raise ConfigError(f"--images: expected at least 1 image, got {images}")
+    if slo_ms is not None and slo_ms <= 0:
+        raise ConfigError(f"--slo-ms: expected a positive SLO in milliseconds, got {slo_ms:g}")
+
+
+def _with_exact_width(scenario: ScenarioConfig, exact_width: bool) -> ScenarioConfig:
+    """The scenario with exact-width execution switched on when ``--exact-width`` was given."""
+    if not exact_width:
+        return scenario
+    executor = scenario.executor.model_copy(update={"exact_width": True})
+    return scenario.model_copy(update={"executor": executor})
+
+
 def _scenario(
     name: str | None,
     images: int | None,
     accuracy_table: str | None,
     rate_per_s: float | None = None,
     slo_ms: float | None = None,
+    exact_width: bool = False,
 ) -> ScenarioConfig:
     """A shipped scenario or a YAML file (default: ``paper``) with command-line overrides."""
     if rate_per_s is not None and rate_per_s <= 0:
         raise ConfigError(f"--rate: expected a positive rate in images/s, got {rate_per_s:g}")
-    if images is not None and images < 1:
-        raise ConfigError(f"--images: expected at least 1 image, got {images}")
-    if slo_ms is not None and slo_ms <= 0:
-        raise ConfigError(f"--slo-ms: expected a positive SLO in milliseconds, got {slo_ms:g}")
-    return with_overrides(
+    _check_overrides(images, slo_ms)
+    scenario = with_overrides(
         load_scenario(name or "paper"),
         num_images=images,
         accuracy_table=accuracy_table,
         rate_per_s=rate_per_s,
         slo_ms=slo_ms,
     )
+    return _with_exact_width(scenario, exact_width)
 
 
 def _live(
@@ -103,6 +127,15 @@ _ACCURACY_OPT = typer.Option(
 )
 _RATE_OPT = typer.Option(
     None, "--rate", help="Mean arrival rate in images/s (live: what the devices can serve)."
+)
+_SLO_OPT = typer.Option(
+    None, "--slo-ms", help="Latency SLO of every image in ms (default: the scenario's)."
+)
+_EXACT_WIDTH_OPT = typer.Option(
+    False,
+    "--exact-width",
+    help="Run each request at exactly its routed width (default: the paper's FINDFREEBESTFIT,"
+    " which may run it on a wider free instance).",
 )
 _CHECKPOINT_OPT = typer.Option(
     None, "--checkpoint", help="With --live: the SlimResNet checkpoint the servers run."
@@ -179,10 +212,32 @@ def evaluate_router_command(
 
 @app.command("experiment")
 def experiment_command(
-    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds (train and evaluate per seed)."),
-    steps: int = typer.Option(30_000, help="Training decisions per PPO router."),
+    seeds: str | None = typer.Option(
+        None,
+        help="Comma-separated seeds (paper experiment; default 0,1,2). With --scenarios also N"
+        " for seeds 0..N-1 (default 5).",
+    ),
+    scenarios: str | None = typer.Option(
+        None,
+        "--scenarios",
+        help="Comma-separated scenarios (names from `hetsched slim scenarios` or YAML files):"
+        " evaluate every registered router on each (mean ± 95 % CI, Pareto plots) instead of"
+        " the paper's experiment.",
+    ),
+    routers: str | None = typer.Option(
+        None, help="With --scenarios: comma-separated routers (default: every registered one)."
+    ),
+    router_checkpoint: list[str] = typer.Option(
+        [],
+        "--router-checkpoint",
+        help="With --scenarios: NAME=PATH, the checkpoint of learned router NAME (repeatable);"
+        " learned routers without one are skipped.",
+    ),
+    steps: int = typer.Option(30_000, help="Training decisions per PPO router (paper experiment)."),
     baselines: str = typer.Option(
-        "random", help="Comma-separated baseline routers (random first: the Δ columns use it)."
+        "random",
+        help="Comma-separated baseline routers of the paper experiment (random first: the Δ"
+        " columns use it).",
     ),
     out: Path = typer.Option(Path("runs/slim-experiment"), help="Folder for JSON and plots."),
     live: bool = typer.Option(False, help="Evaluate on the live backend (devices found here)."),
@@ -192,16 +247,57 @@ def experiment_command(
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
     rate: float | None = _RATE_OPT,
+    slo_ms: float | None = _SLO_OPT,
+    exact_width: bool = _EXACT_WIDTH_OPT,
 ) -> None:
-    """The paper's experiment: random vs PPO-efficiency vs PPO-balanced, Tables III-V."""
+    """The paper's experiment (random vs PPO-efficiency vs PPO-balanced, Tables III-V), or with
+    --scenarios every router on every named scenario."""
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_name, images, accuracy_table, rate)
-    names = tuple(name.strip() for name in baselines.split(",") if name.strip())
-    for name in names:
+    if scenarios is not None:
+        if live or scenario_name is not None or rate is not None:
+            raise ConfigError("--scenarios runs the simulator on named scenarios; drop --live,"
+                              " --scenario and --rate")  # fmt: skip
+        chosen = load_scenarios([name.strip() for name in scenarios.split(",") if name.strip()])
+        overrides = {"num_images": images, "accuracy_table": accuracy_table, "slo_ms": slo_ms}
+        _check_overrides(images, slo_ms)
+        chosen = {
+            name: _with_exact_width(with_overrides(scenario, **overrides), exact_width)
+            for name, scenario in chosen.items()
+        }
+        names = None if routers is None else [r.strip() for r in routers.split(",") if r.strip()]
+        factories, skipped = experiment_routers(names, _checkpoints(router_checkpoint))
+        run_scenario_experiment(chosen, _seed_count_or_list(seeds), out, factories, skipped)
+        return
+    scenario = _scenario(scenario_name, images, accuracy_table, rate, slo_ms, exact_width)
+    names_paper = tuple(name.strip() for name in baselines.split(",") if name.strip())
+    for name in names_paper:
         ROUTERS.get(name)  # an unknown name fails here, before any training
-    seed_list = _comma_list("--seeds", seeds, int)
+    seed_list = _comma_list("--seeds", seeds or "0,1,2", int)
     scenario, setup = _live(scenario, live, checkpoint, live_devices, accuracy_table)
-    run_experiment(scenario, seed_list, out, ppo=ppo_budget(steps), baselines=names, live=setup)
+    run_experiment(
+        scenario, seed_list, out, ppo=ppo_budget(steps), baselines=names_paper, live=setup
+    )
+
+
+def _seed_count_or_list(text: str | None) -> list[int]:
+    """``--seeds`` of the scenario evaluation: N (seeds 0..N-1) or a comma-separated list."""
+    seeds = _comma_list("--seeds", text or "5", int)
+    if len(seeds) == 1 and "," not in (text or "5"):
+        if seeds[0] < 1:
+            raise ConfigError(f"--seeds: expected a positive number of seeds, got {seeds[0]}")
+        return list(range(seeds[0]))
+    return seeds
+
+
+def _checkpoints(items: list[str]) -> dict[str, Path]:
+    """``--router-checkpoint NAME=PATH`` items as a mapping."""
+    checkpoints = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigError(f"--router-checkpoint: expected NAME=PATH, got {item!r}")
+        checkpoints[name.strip()] = Path(path.strip())
+    return checkpoints
 
 
 # -- model: training and accuracy table ------------------------------------------------------------

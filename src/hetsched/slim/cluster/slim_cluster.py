@@ -109,7 +109,12 @@ class SlimCluster:
         """Var(U/100) across servers sampled at every segment completion (Tables III-V)."""
         self.arrived = 0
         self.expected_images: int | None = None
+        self.requested_widths: dict[float, int] = dict.fromkeys(config.widths, 0)
+        """Segment requests the router asked for at each width (beside what ran: the widths of
+        :attr:`completed` images; FINDFREEBESTFIT may run a request wider)."""
         self._arrival_times_s: list[float] = []
+        self._arrival_offset = 0
+        """Images admitted before :attr:`_arrival_times_s` was last rebuilt."""
         self._in_transit = [0] * len(self.servers)
         self._router_free_s = 0.0
         self._next_decision = 0
@@ -139,7 +144,8 @@ class SlimCluster:
         self._image_payload = image_payload
         self.expected_images = (self.expected_images or 0) + len(arrival_times_s)
         pending = self.arrived < len(self._arrival_times_s)
-        self._arrival_times_s = sorted([*self._arrival_times_s[self.arrived :], *arrival_times_s])
+        waiting = self._arrival_times_s[self.arrived - self._arrival_offset :]
+        self._arrival_times_s = sorted([*waiting, *arrival_times_s])
         self._arrival_offset = self.arrived
         if arrival_times_s and not pending:
             self._schedule_next_arrival()
@@ -239,6 +245,7 @@ class SlimCluster:
         decision_id = self._next_decision
         self._next_decision += 1
         count = min(decision.group_size, len(fifo))
+        self.requested_widths[width] += count
         block = Block(decision_id, count, count)
         requests = [fifo.popleft() for _ in range(count)]
         self._dispatch(block, requests, server, width)
@@ -418,6 +425,12 @@ class SlimCluster:
         """Releases what the servers hold; nothing to do for simulated servers."""
         while self._closers:
             self._closers.pop()()
+
+    @property
+    def arrival_times_s(self) -> list[float]:
+        """Arrival times of the images of the last :meth:`schedule_arrivals` (with any still
+        waiting from before it), in order: a whole workload's, when it was scheduled at once."""
+        return list(self._arrival_times_s)
 
     @property
     def decisions(self) -> int:

@@ -27,6 +27,10 @@ class ExecutorConfig(StrictModel, use_attribute_docstrings=True):
     """N_new: most instances loaded in one scale-up."""
     widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     """W: the slimming set (widths instances and requests may have)."""
+    exact_width: bool = False
+    """Run a request only on an instance of exactly its requested width. False is the paper's
+    FINDFREEBESTFIT (line 11: the smallest free width >= w_req), under which the router's width
+    is only a lower bound on what runs."""
     blocked_retry_s: float = Field(0.005, gt=0)
     """When the head cannot run and nothing of this executor is running, look again after this."""
     sample_interval_s: float = Field(0.01, gt=0)

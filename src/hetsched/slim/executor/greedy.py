@@ -398,10 +398,11 @@ class GreedyExecutor:
         for candidate in self.config.widths:
             self._free.setdefault((segment, candidate), [])
             self._loaded.setdefault((segment, candidate), 0)
+        exact = self.config.exact_width
         fitting = tuple(
             self._free[(segment, candidate)]
             for candidate in self.config.widths
-            if candidate >= width
+            if candidate == width or (candidate > width and not exact)
         )
         queue = self._queues[key] = KeyQueue(SegmentKey(segment, width, prev_width), fitting)
         return queue

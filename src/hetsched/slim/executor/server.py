@@ -67,6 +67,10 @@ class SegmentServer(Protocol):
     def telemetry(self) -> ServerTelemetry:
         """Current queue length, power and utilisation."""
 
+    def energy(self) -> tuple[float, str]:
+        """(joules used since start, where the figure comes from); NaN and ``none`` without a
+        counter."""
+
 
 class SchedulingClock(Protocol):
     """The executor's view of time: read it and schedule callbacks on it."""
