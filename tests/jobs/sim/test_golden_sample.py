@@ -1,6 +1,7 @@
 """Golden runs on the packaged sample trace (``sample:alibaba2023``): the exact start times and
 nodes of every job, pinned before the simulator's speed work, so a faster simulator must give
-the same schedule (a digest of the start times and node lists per policy, queue mode, placer)."""
+the same schedule (a digest of the start times and node lists per policy, queue mode, placer).
+FCFS under ``committed`` is the same schedule as ``strict``."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ GOLDEN = {
     ("wfp3", "easy", "pack"): "f564722e79eba106",
     ("slurm", "easy", "pack"): "df2f9476aa23e37a",
     ("slurm", "easy", "spread"): "3ab5e5725fe9add4",
+    # Pinned after issue 17 item 1 (committed keeps the job that blocked; RLScheduler backfill).
+    ("sjf", "committed", "pack"): "952ffd1e4cd2b452",
+    ("wfp3", "committed", "pack"): "b2ae0b4c57fdfb7f",
+    ("fcfs", "rlscheduler-backfill", "pack"): "2783906c193d7d6f",
+    ("sjf", "rlscheduler-backfill", "pack"): "c15c0d1d155b493e",
 }
 
 

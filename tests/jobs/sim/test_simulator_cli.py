@@ -28,7 +28,9 @@ def test_simulate_swf_fixture_compares_modes(fixtures, tmp_path):
     )  # fmt: skip
     assert "BSLD" in result.output and "pool8" in result.output
     payload = json.loads((out / "results.json").read_text())
-    assert len(payload["results"]) == 4 * 4
+    assert len(payload["results"]) == 4 * 5
+    modes = {row["queue_mode"] for row in payload["results"]}
+    assert modes == {"strict", "committed", "rlscheduler-backfill", "easy", "greedy"}
     assert payload["load_report"]["excluded"] == {"non-positive run time or processors": 1}
     assert (out / "wait_cdf.png").stat().st_size > 0
     assert (out / "utilisation.png").stat().st_size > 0
@@ -48,6 +50,16 @@ def test_synth_then_simulate_with_windows(tmp_path):
     assert "2 windows of 100 jobs" in result.output
     rows = json.loads((out / "results.json").read_text())["results"]
     assert [(r["policy"], r["queue_mode"]) for r in rows] == [("slurm", "easy"), ("qssf", "easy")]
+
+
+def test_backfill_rule_selects_rlscheduler_backfilling(fixtures, tmp_path):
+    out = tmp_path / "rls"
+    _invoke(
+        "simulate", "--trace", str(fixtures / "tiny.swf"), "--policy", "sjf",
+        "--backfill-rule", "rlscheduler", "--out", str(out),
+    )  # fmt: skip
+    rows = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["policy"], r["queue_mode"]) for r in rows] == [("sjf", "rlscheduler-backfill")]
 
 
 def test_simulate_alibaba2023_fixture_uses_its_node_list(fixtures, tmp_path):
@@ -71,6 +83,8 @@ def test_user_errors_exit_2_with_one_line(fixtures, tmp_path):
         (["simulate", "--trace", str(bad)], "run_time"),
         (["simulate", "--synthetic", "helios", "--backfill", "--strict"], "exclude"),
         (["simulate", "--synthetic", "helios", "--modes", "easy,lazy"], "lazy"),
+        (["simulate", "--synthetic", "helios", "--backfill-rule", "conservative"], "conservative"),
+        (["simulate", "--synthetic", "helios", "--backfill-rule", "easy", "--strict"], "exclude"),
     ]
     for args, needle in cases:
         proc = subprocess.run(

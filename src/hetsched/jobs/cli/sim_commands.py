@@ -67,12 +67,19 @@ def simulate(
     cluster: str | None = typer.Option(None, help="Built-in cluster name or a YAML file."),
     policy: str = typer.Option(DEFAULT_POLICIES, help="Comma-separated policies."),
     backfill: bool = typer.Option(False, "--backfill", help="EASY backfilling."),
+    backfill_rule: str | None = typer.Option(
+        None,
+        "--backfill-rule",
+        help="Backfill with this rule: easy, or rlscheduler (RLScheduler's rule, committed head).",
+    ),
     strict: bool = typer.Option(False, "--strict", help="Strict order: the head blocks."),
     compare_modes: bool = typer.Option(
-        False, "--compare-modes", help="Run strict, committed, EASY and greedy each."
+        False, "--compare-modes", help="Run every queue mode (strict ... greedy) each."
     ),
     modes_option: str | None = typer.Option(
-        None, "--modes", help="Comma-separated queue modes: greedy, strict, committed, easy."
+        None,
+        "--modes",
+        help="Comma-separated queue modes: greedy, strict, committed, easy, rlscheduler-backfill.",
     ),
     placement: str = typer.Option("pack", help="pack or spread."),
     estimate: str = typer.Option(
@@ -91,7 +98,9 @@ def simulate(
     out: Path = typer.Option(Path("runs/jobs/simulate"), help="Output folder."),
 ) -> None:
     """Replays a trace under each policy; prints a Table 9-style table and saves JSON/CSV/plots."""
-    modes = choose_queue_modes(backfill, strict, compare_modes, _split(modes_option or ""))
+    modes = choose_queue_modes(
+        backfill, strict, compare_modes, _split(modes_option or ""), backfill_rule
+    )
     options = {"qssf": {"priority_file": str(priority_file)}} if priority_file else {}
     # Unknown names and unreadable checkpoints fail before the trace is loaded.
     policies = [policy_by_name(name, **options.get(name, {})) for name in _split(policy)]

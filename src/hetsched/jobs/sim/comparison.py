@@ -20,25 +20,40 @@ from hetsched.core.errors import HetschedError
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.cluster.virtual_clusters import map_virtual_clusters
 from hetsched.jobs.policies.queue_state import PriorityPolicy
-from hetsched.jobs.sim.config import QUEUE_MODES, SimulationConfig
+from hetsched.jobs.sim.config import BACKFILL_MODES, QUEUE_MODES, SimulationConfig
 from hetsched.jobs.sim.plots import plot_utilisation, plot_wait_cdf
 from hetsched.jobs.sim.result import SimulationResult
 from hetsched.jobs.sim.windows import METRICS, WindowSummary, evaluate_windows, run_policy
 from hetsched.jobs.traces.job_table import JobTable
 
 #: The modes ``--compare-modes`` runs, strictest first.
-ALL_QUEUE_MODES: tuple[str, ...] = ("strict", "committed", "easy", "greedy")
+ALL_QUEUE_MODES: tuple[str, ...] = (
+    "strict",
+    "committed",
+    "rlscheduler-backfill",
+    "easy",
+    "greedy",
+)
 
 
 def choose_queue_modes(
-    backfill: bool, strict: bool, compare_modes: bool, modes: Sequence[str] = ()
+    backfill: bool,
+    strict: bool,
+    compare_modes: bool,
+    modes: Sequence[str] = (),
+    backfill_rule: str | None = None,
 ) -> list[str]:
-    """The queue modes to run: ``modes`` when given, all four for ``compare_modes``, else one
-    mode from the ``--backfill`` (easy) / ``--strict`` flags (greedy when neither is set).
+    """The queue modes to run: ``modes`` when given, all of them for ``compare_modes``, else one
+    mode from the ``--backfill`` / ``--backfill-rule`` / ``--strict`` flags: ``--backfill`` runs
+    EASY, ``--backfill-rule NAME`` the named rule (``easy`` or ``rlscheduler``), neither greedy.
 
     Raises:
-        HetschedError: For both flags at once or an unknown mode name.
+        HetschedError: For ``--strict`` with a backfill flag, or an unknown mode or rule name.
     """
+    if backfill_rule is not None and backfill_rule not in BACKFILL_MODES:
+        known = ", ".join(BACKFILL_MODES)
+        raise HetschedError(f"unknown backfill rule {backfill_rule!r}; known: {known}")
+    backfill = backfill or backfill_rule is not None
     if backfill and strict:
         raise HetschedError("--backfill and --strict exclude each other")
     unknown = [m for m in modes if m not in QUEUE_MODES]
@@ -48,7 +63,9 @@ def choose_queue_modes(
         return list(modes)
     if compare_modes:
         return list(ALL_QUEUE_MODES)
-    return ["easy" if backfill else "strict" if strict else "greedy"]
+    if backfill:
+        return [BACKFILL_MODES[backfill_rule or "easy"]]
+    return ["strict" if strict else "greedy"]
 
 
 def remap_virtual_clusters(jobs: JobTable, cluster: Cluster) -> tuple[JobTable, dict[str, str]]:

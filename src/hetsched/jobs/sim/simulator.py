@@ -5,7 +5,7 @@ nodes (:mod:`hetsched.jobs.placement`), and this module moves jobs from waiting 
 done on the shared :class:`~hetsched.core.events.EventLoop`. Events are arrivals and completions;
 after all events of one instant, one scheduling pass runs (a lower-priority event at that time).
 
-The queue modes (greedy, strict, committed, EASY backfilling) are described in
+The queue modes (greedy, strict, committed, EASY and RLScheduler backfilling) are described in
 :mod:`hetsched.jobs.sim.config`; the outcome is a
 :class:`~hetsched.jobs.sim.result.SimulationResult`.
 
@@ -28,7 +28,12 @@ from hetsched.jobs.placement.placers import JobRequest, LookaheadPlacer, Placer
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.history import UsageHistory
 from hetsched.jobs.policies.queue_state import HoldingPolicy, PriorityPolicy, QueueState
-from hetsched.jobs.sim.config import QUEUE_MODES, SimulationConfig, UnrunnableJobError
+from hetsched.jobs.sim.config import (
+    COMMITTED_MODES,
+    QUEUE_MODES,
+    SimulationConfig,
+    UnrunnableJobError,
+)
 from hetsched.jobs.sim.easy_backfill import head_reservation
 from hetsched.jobs.sim.result import SimulationResult
 from hetsched.jobs.traces.job_table import JobTable
@@ -149,6 +154,7 @@ class Simulator:
         self._next_refresh_s = -math.inf
         self._pass_pending = False
         self._committed: int | None = None
+        self._shadow: tuple[int, float] = (-1, math.inf)  # (blocked head, its shadow time)
         self._passes = 0
         self._util_t: list[float] = []
         self._util_busy: list[int] = []
@@ -193,10 +199,19 @@ class Simulator:
             self._pass_pending = True
             self._loop.schedule(self._loop.now_s(), self._scheduling_pass, priority=1)
 
+    def _after_event(self) -> None:
+        # RLScheduler's backfilling steps one event at a time (arrivals before completions at
+        # one instant, completions in start order) and scans after each, so that mode runs a
+        # pass per event; the others run one pass after all events of an instant.
+        if self.config.queue_mode == "rlscheduler-backfill":
+            self._scheduling_pass()
+        else:
+            self._request_pass()
+
     def _arrival(self, index: int):
         def arrive() -> None:
             self._queue = np.append(self._queue, index)
-            self._request_pass()
+            self._after_event()
 
         return arrive
 
@@ -214,7 +229,7 @@ class Simulator:
                 now - float(self._start[index]),
                 now,
             )
-            self._request_pass()
+            self._after_event()
 
         return complete
 
@@ -224,6 +239,8 @@ class Simulator:
         speed = self.cluster.speed_of(alloc.gpu_type) if self._num_gpus[index] > 0 else 1.0
         self._alloc[index] = alloc
         self._start[index] = now
+        if index == self._committed:
+            self._committed = None
         self._est_end[index] = now + self._requested[index] / speed
         self._running.add(index)
         self._loop.schedule(now + self._run[index] / speed, self._completion(index))
@@ -259,8 +276,9 @@ class Simulator:
         if len(self._queue):
             scores = self._queue_scores(now)
             order = self._queue[np.argsort(scores, kind="stable")]
-            if self.config.queue_mode == "committed":
-                order = self._commit_head(order)
+            committed = self._committed
+            if committed is not None:
+                order = np.concatenate(([committed], order[order != committed]))
             if self._holder is not None and self._holder.holding():
                 order = order[:0]  # the policy keeps every job waiting until the next event
             started = self._start_in_order(order, now)
@@ -268,17 +286,6 @@ class Simulator:
                 self._queue = self._queue[~np.isin(self._queue, started)]
         self._util_t.append(now)
         self._util_busy.append(self._state.busy_gpus)
-
-    def _commit_head(self, order: np.ndarray) -> np.ndarray:
-        """Keeps the previously picked job first; the new head is the first job of ``order``
-        (if it does not start in this pass, it stays picked for the next)."""
-        committed = self._committed
-        if committed is not None and not np.isnan(self._start[committed]):
-            committed = None
-        if committed is not None:
-            order = np.concatenate(([committed], order[order != committed]))
-        self._committed = int(order[0])
-        return order
 
     def _start_in_order(self, order: np.ndarray, now: float) -> list[int]:
         mode = self.config.queue_mode
@@ -307,10 +314,17 @@ class Simulator:
                     self._request_pass()  # re-score with the new free resources, same instant
                     break
                 continue
+            if mode in COMMITTED_MODES:
+                # RLScheduler re-picks after every start, so the job that is picked and does not
+                # fit is the one that stays picked (a later, better-ranked arrival waits).
+                self._committed = index
             if mode in ("strict", "committed"):
                 break
             if mode == "easy":
                 started += self._backfill(index, order[position + 1 :], now, failed)
+                break
+            if mode == "rlscheduler-backfill":
+                started += self._backfill_rlscheduler(index, now, failed)
                 break
             if free_gpus == 0 and not has_cpu_only:
                 break
@@ -383,6 +397,44 @@ class Simulator:
                     continue
                 extra.allocate(alloc)
             both = None  # the free resources changed; rebuild the intersection when needed
+            self._start_job(index, alloc)
+            started.append(index)
+            free_gpus -= need
+        return started
+
+    def _backfill_rlscheduler(self, head: int, now: float, failed: set[int]) -> list[int]:
+        # RLScheduler's rule (config module): the shadow time is computed once, when the head
+        # first blocks; waiting jobs are scanned in submission order and one starts now if it
+        # fits now and its estimated end is strictly before the shadow time. No extra-nodes rule.
+        if self._shadow[0] != head:
+            shadow, _ = self._reservation(head, now)
+            self._shadow = (head, shadow)
+            self._reservations.append((head, now, shadow))
+        shadow = self._shadow[1]
+        state = self._state
+        free_gpus = int(state.free_gpus.sum())
+        gpus = self._num_gpus
+        queue = self._queue  # arrival order, which is submission order
+        fastest = float(self.cluster.type_speed.max())
+        candidates = queue[
+            (queue != head)
+            & np.isnan(self._start[queue])
+            & (gpus[queue] <= free_gpus)
+            & (now + self._requested[queue] / fastest < shadow)
+        ]
+        started: list[int] = []
+        for index in candidates.tolist():
+            need = int(gpus[index])
+            shape = self._shape[index]
+            if need > free_gpus or shape in failed:
+                continue
+            alloc = self.placer.place(self._requests[index], state)
+            if alloc is None:
+                failed.add(shape)
+                continue
+            speed = self.cluster.speed_of(alloc.gpu_type) if need > 0 else 1.0
+            if not now + self._requested[index] / speed < shadow:
+                continue  # on this GPU type it would run past the shadow time
             self._start_job(index, alloc)
             started.append(index)
             free_gpus -= need
