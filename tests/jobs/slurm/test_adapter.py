@@ -187,27 +187,62 @@ def two_node_sinfo(fake_slurm) -> dict:
     return {**fake_slurm.sinfo, "nodes": [busy, idle]}
 
 
-def test_spread_advice_sets_oversubscribe_no(fake_slurm):
+def test_spread_advice_isolates_a_job_at_yes(fake_slurm):
     fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    fake_slurm.job(4)["shared"] = "shared"  # submitted with --oversubscribe
     report = make_adapter(fake_slurm, placer=SpreadPlacer(), advice_top_k=1).scan()
     assert ["scontrol", "update", "jobid=4", "oversubscribe=no"] in fake_slurm.updates()
     assert fake_slurm.job(4)["shared"] == "none"
-    assert [c.what for c in report.changes].count("oversubscribe") == 1
+    (change,) = [c for c in report.changes if c.what == "oversubscribe"]
+    assert (change.old, change.new, change.outcome) == ("YES", "NO", "applied")
 
 
-def test_pack_advice_leaves_default_sharing_alone(fake_slurm):
+@pytest.mark.parametrize("original", [None, "user", "mcs", "none"])
+def test_values_scontrol_cannot_write_back_are_never_touched(fake_slurm, caplog, original):
+    """scontrol writes only yes/no: OK, USER and MCS could never be restored, NO is the user's."""
     fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    fake_slurm.job(4)["shared"] = original
+    adapter = make_adapter(fake_slurm, placer=SpreadPlacer(), advice_top_k=1)
+    with caplog.at_level("INFO", logger="hetsched.jobs.slurm"):
+        adapter.scan()
+        adapter.scan()
+    assert not [c for c in fake_slurm.updates() if "oversubscribe" in c[-1]]
+    assert fake_slurm.job(4)["shared"] == original
+    noted = [r for r in caplog.records if "cannot be written back" in r.getMessage()]
+    assert len(noted) == (0 if original == "none" else 1)
+
+
+def test_pack_advice_leaves_sharing_alone(fake_slurm):
+    fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    fake_slurm.job(4)["shared"] = "shared"
     make_adapter(fake_slurm, placer=PackPlacer()).scan()
     assert not [c for c in fake_slurm.updates() if "oversubscribe" in c[-1]]
 
 
-def test_exclusive_set_by_the_adapter_is_undone_by_restore(fake_slurm):
+def test_restore_writes_back_the_original_value_exactly(fake_slurm):
     fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    fake_slurm.job(4)["shared"] = "shared"
+    before = {j: fake_slurm.job(j)["shared"] for j in SJF_ORDER}
     adapter = make_adapter(fake_slurm, placer=SpreadPlacer(), advice_top_k=1)
     adapter.scan()
-    adapter.restore()
-    assert fake_slurm.job(4)["shared"] == "shared"
+    assert fake_slurm.job(4)["shared"] == "none"
+    changes = adapter.restore()
+    assert ("restore-oversubscribe", "NO", "YES") in [(c.what, c.old, c.new) for c in changes]
+    assert {j: fake_slurm.job(j)["shared"] for j in SJF_ORDER} == before
     assert fake_slurm.job(6)["shared"] == "none"  # the user's own --exclusive stays
+
+
+def test_pack_advice_later_lifts_only_what_the_adapter_set(fake_slurm):
+    fake_slurm.sinfo = two_node_sinfo(fake_slurm)
+    fake_slurm.job(4)["shared"] = "shared"
+    adapter = make_adapter(fake_slurm, placer=SpreadPlacer(), advice_top_k=8)
+    adapter.scan()
+    adapter.config.placer = PackPlacer()
+    adapter.scan()
+    assert fake_slurm.job(4)["shared"] == "shared"
+    assert fake_slurm.job(5)["shared"] == "none" and fake_slurm.job(6)["shared"] == "none"
+    lifted = [c for c in fake_slurm.updates() if c[-1] == "oversubscribe=yes"]
+    assert lifted == [["scontrol", "update", "jobid=4", "oversubscribe=yes"]]
 
 
 def test_a_checkpoint_resolves_through_policy_by_name(fake_slurm, tmp_path):

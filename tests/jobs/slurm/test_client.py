@@ -28,8 +28,10 @@ def test_updates_are_the_documented_scontrol_lines(tmp_path):
     runner = Recorder()
     client = SlurmClient(slurm_conf=tmp_path / "slurm.conf", runner=runner, timeout_s=7.0)
     client.set_priority(12, 3400)
-    client.set_oversubscribe(12, shared=False)
-    client.set_oversubscribe(12, shared=True)
+    client.set_oversubscribe(12, "no")
+    client.set_oversubscribe(12, "yes")
+    with pytest.raises(ValueError, match="yes or no"):
+        client.set_oversubscribe(12, "ok")
     client.reset_priority(12)
     client.cancel([1, 2])
     client.cancel([])
@@ -91,7 +93,13 @@ def test_timeout_says_so():
 
 def test_submit_request_line():
     request = SubmitRequest(
-        "hs-7", sleep_s=4.25, num_gpus=2, time_limit_s=61.0, requested_time_s=9.5, partition="gpu"
+        "hs-7",
+        sleep_s=4.25,
+        num_gpus=2,
+        time_limit_s=61.0,
+        requested_time_s=9.5,
+        partition="gpu",
+        oversubscribe=True,
     )
     assert request.argv() == [
         "sbatch",
@@ -102,11 +110,13 @@ def test_submit_request_line():
         "--cpus-per-task=2",
         "--gres=gpu:2",
         "--partition=gpu",
+        "--oversubscribe",
         "--comment=hetsched:requested_s=9.500",
         "--wrap=sleep 4.250",
     ]
     cpu_only = SubmitRequest("c", sleep_s=1.0, num_gpus=0, time_limit_s=5.0).argv()
     assert "--time=1" in cpu_only and not any(a.startswith("--gres") for a in cpu_only)
+    assert "--oversubscribe" not in cpu_only
 
 
 def test_submit_parses_the_job_id():

@@ -4,7 +4,8 @@ Every ``interval_s`` (the paper: one minute) the adapter reads the pending and r
 nodes, builds the simulator's queue state (:mod:`.snapshot`), lets the policy score the pending
 jobs, maps scores to Slurm priorities (:mod:`.priorities`) and issues ``scontrol update jobid=N
 priority=M`` for each job whose priority must change; with a placer it also sets
-``oversubscribe=no`` on jobs the placer would isolate.
+``oversubscribe=no`` on jobs the placer would isolate, where that can be undone exactly
+(:mod:`.oversubscribe`).
 
 Everything Slurm prints is untrusted: the raw records are filtered by partition/user first, then
 parsed one by one; a malformed record is skipped, a requested-time comment is read only when
@@ -32,8 +33,8 @@ from hetsched.core.errors import DataError, HetschedError
 from hetsched.jobs.placement.placers import JobRequest, Placer
 from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
+from hetsched.jobs.slurm.oversubscribe import OversubscribeLedger, oversubscribe_name
 from hetsched.jobs.slurm.priorities import (
-    Advice,
     PriorityRange,
     placement_advice,
     scores_to_priorities,
@@ -139,7 +140,7 @@ class SlurmAdapter:
         self._sleep = sleep
         self._origin_s: float | None = None
         self._original_priority: dict[int, int] = {}
-        self._made_exclusive: set[int] = set()
+        self._oversubscribe = OversubscribeLedger()
         self._running: dict[int, SlurmJob] = {}
         self._completions: list[Completion] = []
         self.tally = UntrustedTally()
@@ -234,21 +235,18 @@ class SlurmAdapter:
         for index in order.tolist():
             job = pending[index]
             request = JobRequest(job.num_gpus, float(job.cpus), 0.0, every_node)
-            advice = placement_advice(request, state, placer)
-            exclusive = job.shared == "none"
-            if advice is Advice.EXCLUSIVE and not exclusive:
-                self._made_exclusive.add(job.job_id)
-                changes.append(self._oversubscribe(job, shared=False))
-            elif advice is Advice.SHARED and exclusive and job.job_id in self._made_exclusive:
-                # Only loosen what the adapter itself tightened, never a user's --exclusive.
-                self._made_exclusive.discard(job.job_id)
-                changes.append(self._oversubscribe(job, shared=True))
+            word = self._oversubscribe.wanted(job, placement_advice(request, state, placer))
+            if word is not None:
+                changes.append(self._set_oversubscribe(job, word))
         return changes
 
-    def _oversubscribe(self, job: SlurmJob, shared: bool, what: str = "oversubscribe") -> Change:
-        old, new = ("no", "yes") if shared else (job.shared or "ok", "no")
+    def _set_oversubscribe(self, job: SlurmJob, word: str, what: str = "oversubscribe") -> Change:
         return self._apply(
-            job.job_id, what, old, new, lambda j: self.client.set_oversubscribe(j, shared)
+            job.job_id,
+            what,
+            oversubscribe_name(job.shared),
+            word.upper(),
+            lambda j: self.client.set_oversubscribe(j, word),
         )
 
     def _apply(
@@ -267,7 +265,7 @@ class SlurmAdapter:
                 if error.job_gone:
                     log.info("job %d left the queue before its %s update: %s", job_id, what, error)
                     self._original_priority.pop(job_id, None)
-                    self._made_exclusive.discard(job_id)
+                    self._oversubscribe.forget(job_id)
                     return Change(job_id, what, old, new, "vanished")
                 log.warning(
                     "job %d %s attempt %d/%d failed: %s", job_id, what, attempt, attempts, error
@@ -285,7 +283,8 @@ class SlurmAdapter:
         """Hands every touched job that still waits back to Slurm's priority and sharing.
 
         Priorities go back through ``scontrol release`` (Slurm recomputes them); jobs the adapter
-        made exclusive get ``oversubscribe=yes`` back. Jobs that left the queue are skipped.
+        made exclusive get their original OverSubscribe back, exactly. Jobs that left the queue
+        are skipped.
         """
         try:
             current = {j.job_id: j for j in self.client.jobs()}
@@ -302,13 +301,11 @@ class SlurmAdapter:
                     job_id, "restore-priority", job.priority, original, self.client.reset_priority
                 )
             )
-        for job_id in sorted(self._made_exclusive):
-            job = current.get(job_id)
-            if job is not None and job.pending:
-                changes.append(self._oversubscribe(job, shared=True, what="restore-oversubscribe"))
+        for job, word in self._oversubscribe.restorations(current):
+            changes.append(self._set_oversubscribe(job, word, "restore-oversubscribe"))
         if not self.config.dry_run:
             self._original_priority.clear()
-            self._made_exclusive.clear()
+            self._oversubscribe.originals.clear()
         return changes
 
     def run(

@@ -92,6 +92,10 @@ class SubmitRequest:
         time_limit_s: Time limit; rounded up to whole minutes (Slurm's unit), at least 1.
         requested_time_s: Finer requested time, written to the comment for the adapter.
         partition: Partition, or None for the default one.
+        oversubscribe: Submit with ``--oversubscribe`` (OverSubscribe=YES): lets the adapter's
+            placement advice isolate the job and write YES back exactly (see
+            :mod:`.oversubscribe`); on a partition with OverSubscribe=NO, Slurm's default, it
+            changes nothing else.
     """
 
     name: str
@@ -100,6 +104,7 @@ class SubmitRequest:
     time_limit_s: float
     requested_time_s: float | None = None
     partition: str | None = None
+    oversubscribe: bool = False
 
     def argv(self) -> list[str]:
         """The ``sbatch`` command line."""
@@ -110,6 +115,8 @@ class SubmitRequest:
             argv.append(f"--gres=gpu:{self.num_gpus}")
         if self.partition:
             argv.append(f"--partition={self.partition}")
+        if self.oversubscribe:
+            argv.append("--oversubscribe")
         if self.requested_time_s is not None:
             argv.append(f"--comment=hetsched:requested_s={self.requested_time_s:.3f}")
         argv.append(f"--wrap=sleep {self.sleep_s:.3f}")
@@ -192,10 +199,12 @@ class SlurmClient:
         """
         self.run(["scontrol", "release", str(job_id)])
 
-    def set_oversubscribe(self, job_id: int, shared: bool) -> None:
-        """``scontrol update jobid=N oversubscribe=yes|no`` (no = whole nodes, exclusive)."""
-        value = "yes" if shared else "no"
-        self.run(["scontrol", "update", f"jobid={job_id}", f"oversubscribe={value}"])
+    def set_oversubscribe(self, job_id: int, word: str) -> None:
+        """``scontrol update jobid=N oversubscribe=yes|no`` (no = whole nodes, exclusive; the only
+        two values scontrol can write, see :mod:`.oversubscribe`)."""
+        if word not in ("yes", "no"):
+            raise ValueError(f"oversubscribe must be yes or no, got {word!r}")
+        self.run(["scontrol", "update", f"jobid={job_id}", f"oversubscribe={word}"])
 
     def submit(self, request: SubmitRequest) -> int:
         """Submits one job; returns its id."""

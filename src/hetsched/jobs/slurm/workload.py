@@ -99,7 +99,8 @@ def scale_workload(jobs: JobTable, scale: WorkloadScale) -> JobTable:
 def submit_requests(jobs: JobTable, partition: str | None = None) -> list[SubmitRequest]:
     """One ``sbatch`` request per job of a scaled table (the time limit covers the sleep plus a
     second, and the requested time, so the requested time lies within the limit's last minute
-    whenever the run time does)."""
+    whenever the run time does); every job is submitted with ``--oversubscribe`` so that the
+    adapter's placement advice may act on it."""
     return [
         SubmitRequest(
             name=f"hs-{jobs.id[i]}",
@@ -108,6 +109,7 @@ def submit_requests(jobs: JobTable, partition: str | None = None) -> list[Submit
             time_limit_s=max(float(jobs.run_time_s[i]) + 1.0, float(jobs.requested_time_s[i])),
             requested_time_s=float(jobs.requested_time_s[i]),
             partition=partition,
+            oversubscribe=True,
         )
         for i in range(len(jobs))
     ]
