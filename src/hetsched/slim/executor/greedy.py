@@ -107,6 +107,11 @@ class GreedyExecutor:
         self._batch_callbacks: set[BatchFinished] = set()
         """The ``finished`` callbacks of :meth:`submit_many`: called once per batch."""
         self._energy_reporter = backend if isinstance(backend, EnergyReporter) else None
+        self._telemetry: ServerTelemetry | None = None
+        """The last telemetry, kept while nothing changed it; only for a backend whose readings
+        change only when a batch starts or ends (``readings_follow_batches``: the simulated
+        device), since a live device's power and utilisation move on their own."""
+        self._keep_telemetry = bool(getattr(backend, "readings_follow_batches", False))
 
     # -- the SegmentServer protocol ---------------------------------------------------------------
 
@@ -164,6 +169,7 @@ class GreedyExecutor:
         queue.payloads.append(payload)
         self._order.append(queue)
         self._queued += 1
+        self._telemetry = None
         self._queued_by_segment[segment] += 1
         self.record.submitted += 1
         # While the head is blocked (line 9) only two things can unblock it: a change on the
@@ -176,11 +182,19 @@ class GreedyExecutor:
             self._dispatch(now_s)
 
     def telemetry(self) -> ServerTelemetry:
-        """Queue length, power and utilisation now (the router's state, eq. 1)."""
-        backend = self.backend
-        return ServerTelemetry(
-            self._queued, backend.power_w(), backend.max_power_w, backend.utilization_pct() or 0.0
-        )
+        """Queue length, power and utilisation now (the router's state, eq. 1); read-only."""
+        telemetry = self._telemetry
+        if telemetry is None:
+            backend = self.backend
+            telemetry = ServerTelemetry(
+                self._queued,
+                backend.power_w(),
+                backend.max_power_w,
+                backend.utilization_pct() or 0.0,
+            )
+            if self._keep_telemetry:
+                self._telemetry = telemetry
+        return telemetry
 
     def pause(self) -> None:
         """The server is down: no batch starts until :meth:`resume` (running ones finish and
@@ -303,6 +317,7 @@ class GreedyExecutor:
             size = self._max_batch
         instance.batch = enqueued_s, _, payloads = queue.take(size)
         self._queued -= size
+        self._telemetry = None
         self._queued_by_segment[instance.segment] -= size
         self._running += 1  # line 10: inst.busy <- true (it is out of its free list)
         record = self.record
@@ -320,6 +335,7 @@ class GreedyExecutor:
         instance.t_last_s = now_s  # line 10: update inst.t_last
         instance.pool.append(instance)
         self._running -= 1
+        self._telemetry = None
         enqueued_s, dones, payloads = instance.batch
         telemetry = self.record
         telemetry.batches += 1

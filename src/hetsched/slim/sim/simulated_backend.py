@@ -142,6 +142,9 @@ class SimulatedBackend:
     """
 
     energy_source = "model"
+    readings_follow_batches = True
+    """Power and utilisation change only when a batch starts or ends (the executor may keep its
+    telemetry between those moments)."""
 
     def __init__(
         self, spec: DeviceSpec, costs: SegmentCostTable, loop, name: str | None = None
