@@ -19,14 +19,9 @@ import os
 from typing import Any
 
 import ray
-import torch
 
-from hetsched.core.config import validate_config
-from hetsched.core.devices import load_device
-from hetsched.slim.executor.config import ExecutorConfig
-from hetsched.slim.model.checkpoint import model_from_checkpoint
 from hetsched.slim.serving.metrics import ServerSnapshot
-from hetsched.slim.serving.worker import SegmentWorker
+from hetsched.slim.serving.worker import worker_from_checkpoint
 
 LOG = logging.getLogger(__name__)
 WATCHDOG_INTERVAL_S = 0.1
@@ -53,14 +48,7 @@ class ServerActor:
         executor_config: dict[str, Any],
         spec: str | None,
     ) -> None:
-        torch.set_num_threads(1)  # one core per CPU server: servers must not fight over cores
-        self.worker = SegmentWorker(
-            model_from_checkpoint(checkpoint).eval(),
-            device,
-            validate_config(executor_config, ExecutorConfig, "executor"),
-            name,
-            load_device(spec) if spec else None,
-        )
+        self.worker = worker_from_checkpoint(name, checkpoint, device, executor_config, spec)
         self._watchdog: asyncio.Task | None = None
 
     async def run_block(

@@ -21,11 +21,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from hetsched.core.devices import DeviceSpec
+from hetsched.core.config import validate_config
+from hetsched.core.devices import DeviceSpec, load_device
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.live.torch_backend import TorchBackend
+from hetsched.slim.model.checkpoint import model_from_checkpoint
 from hetsched.slim.model.slimresnet import SlimResNet
 from hetsched.slim.serving.metrics import ServerSnapshot
 
@@ -145,6 +147,29 @@ class SegmentWorker:
         """Stops the loop and the backend's workers."""
         self.loop.stop()
         self.backend.close()
+
+
+def worker_from_checkpoint(
+    name: str,
+    checkpoint: dict[str, Any],
+    device: str,
+    executor_config: dict[str, Any],
+    spec: str | None = None,
+) -> SegmentWorker:
+    """A server's worker as a server process builds it: one torch thread (servers on one host
+    must not fight over cores), the model from the checkpoint dict, the validated executor knobs.
+
+    Raises:
+        ConfigError: For bad executor knobs or an unknown device spec.
+    """
+    torch.set_num_threads(1)
+    return SegmentWorker(
+        model_from_checkpoint(checkpoint).eval(),
+        device,
+        validate_config(executor_config, ExecutorConfig, "executor"),
+        name,
+        load_device(spec) if spec else None,
+    )
 
 
 def _trim(worker: SegmentWorker) -> None:
