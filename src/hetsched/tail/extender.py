@@ -42,8 +42,8 @@ from hetsched.tail.scoring import (
 from hetsched.tail.telemetry import NodeTelemetry, TelemetryView
 
 EMPTY_VIEW = TelemetryView({}, 0.0)
-# Nodes whose eq. 8 inputs agree within 1 % share a prediction (P90Scorer.share_within).
-SHARE_WITHIN = 0.01
+# Nodes whose eq. 8 inputs agree within 5 % share a prediction (P90Scorer.share_within).
+SHARE_WITHIN = 0.05
 # Distinct (cpu, clock label) pairs of Node objects remembered; a cluster has a handful.
 IDLE_SHAPE_CACHE = 1024
 

@@ -143,9 +143,10 @@ class P90Scorer:
         regressor: The fitted P90 regressor.
         live: Live capacities by node name (the scheduler loop's telemetry).
         error_band: The score dead band b (see the module docstring).
-        share_within: Nodes whose eq. 8 inputs (cpu_eff, freq_eff) agree within this relative
-            step share one prediction (0: only identical inputs do). The extender uses 1 %, far
-            below the regressor's ~20 % error, so thousands of nodes under live load cost a few
+        share_within: Nodes whose eq. 8 inputs (cpu_eff, freq_eff) fall in the same step of a
+            log grid of this relative width share one prediction (0: only identical inputs do).
+            The extender uses 5 %, a quarter of the default dead band and far below the
+            regressor's ~20 % error, so thousands of nodes under live load cost at most a few
             hundred regressor rows instead of one each.
     """
 
