@@ -9,15 +9,26 @@ the handlers' deep paths instead of failing at the first check.
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from dataclasses import dataclass
 
 import httpx
 from hypothesis import strategies as st
+from PIL import Image
 
 MODEL = "slimresnet"
 SHAPE = [3, 8, 8]
+
+
+def _valid_png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 200, 30)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+VALID_PNG = _valid_png()
 PATH_CHARACTERS = "abcdefghijklmnopqrstuvwxyz/%._-0123456789"
 
 
@@ -124,21 +135,30 @@ def classify_json(draw: st.DrawFn) -> FuzzRequest:
     return FuzzRequest("classify", "POST", "/v1/classify", headers | draw(_extra_headers()), raw)
 
 
+def _part(name: str, data: bytes, content_type: str | None) -> bytes:
+    disposition = f'form-data; name="{name}"'
+    if content_type is not None:
+        disposition += f'; filename="f"\r\nContent-Type: {content_type}'
+    return f"--b\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + data + b"\r\n"
+
+
 @st.composite
 def classify_multipart(draw: st.DrawFn) -> FuzzRequest:
-    parts = []
-    for _ in range(draw(st.integers(0, 3))):
+    parts = [] if _rarely(draw) else [_part("image", VALID_PNG, "image/png")]
+    for _ in range(draw(st.integers(0, 2))):
         name = draw(st.sampled_from(["image", "deadline_s", "top_k", "min_width", "x"]))
         data = draw(
-            st.one_of(st.binary(max_size=48), _png_head(), st.text(max_size=8).map(str.encode))
+            st.one_of(
+                st.just(VALID_PNG),
+                st.sampled_from([b"0.5", b"3", b"1.0"]),
+                st.binary(max_size=48),
+                _png_head(),
+                st.text(max_size=8).map(str.encode),
+            )
         )
-        if draw(st.booleans()):
-            kind = draw(st.sampled_from(["image/png", "image/jpeg", "text/plain"]))
-            disposition = f'form-data; name="{name}"; filename="f"\r\nContent-Type: {kind}'
-        else:
-            disposition = f'form-data; name="{name}"'
-        parts.append(f"--b\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + data + b"\r\n")
-    raw = b"".join(parts) + (b"--b--\r\n" if draw(st.booleans()) else b"")
+        kind = draw(st.sampled_from([None, "image/png", "image/jpeg", "text/plain"]))
+        parts.append(_part(name, data, kind))
+    raw = b"".join(parts) + (b"" if _rarely(draw) else b"--b--\r\n")
     headers = {"Content-Type": draw(_content_type("multipart/form-data; boundary=b"))}
     return FuzzRequest("classify", "POST", "/v1/classify", headers | draw(_extra_headers()), raw)
 
