@@ -30,9 +30,11 @@ def load_fixture(name: str) -> dict:
 class FakeSlurm:
     """A :data:`~hetsched.jobs.slurm.client.Runner` that answers like Slurm 22.05 from records.
 
-    ``squeue --json`` / ``sinfo --json`` print the current records; ``scontrol update`` changes
-    them; ``scontrol release`` puts back the priority the job had at construction; ``fail``
-    queues error messages per job id (each update of that job consumes one).
+    ``squeue --json`` / ``sinfo --json`` print the current records; ``scontrol ping`` answers
+    UP; ``scontrol show config`` prints ``config`` (a captured 22.05 one); ``scontrol update``
+    changes the records; ``scontrol release`` puts back the priority the job had at
+    construction; ``fail`` queues error messages per job id (each update of that job consumes
+    one); with ``down`` set, every command fails as with the controller gone.
 
     Args:
         squeue: A captured ``squeue --json`` payload.
@@ -44,6 +46,8 @@ class FakeSlurm:
         self.sinfo = copy.deepcopy(sinfo)
         self.calls: list[list[str]] = []
         self.fail: dict[int, list[str]] = {}
+        self.config = (FIXTURES / "scontrol_show_config_multifactor_22.05.txt").read_text()
+        self.down = False
         self.auto_priority = {j["job_id"]: j["priority"] for j in self._records()}
 
     def _records(self) -> list[dict]:
@@ -64,12 +68,22 @@ class FakeSlurm:
 
     def __call__(self, argv: Sequence[str], timeout_s: float, env) -> subprocess.CompletedProcess:
         self.calls.append(list(argv))
+        if self.down and argv[0] in ("squeue", "sinfo"):
+            return self._done(
+                argv, err="Unable to contact slurm controller (connect failure)", rc=1
+            )
         if list(argv) == ["squeue", "--json"]:
             return self._done(argv, json.dumps(self.squeue))
         if list(argv) == ["sinfo", "--json"]:
             return self._done(argv, json.dumps(self.sinfo))
         if argv[0] != "scontrol":
             raise AssertionError(f"unexpected command {argv}")
+        if self.down:
+            return self._done(argv, err="Slurmctld(primary) at localhost is DOWN", rc=1)
+        if list(argv) == ["scontrol", "ping"]:
+            return self._done(argv, "Slurmctld(primary) at localhost is UP\n")
+        if list(argv) == ["scontrol", "show", "config"]:
+            return self._done(argv, self.config)
         job_id = int(argv[2].split("=")[-1])
         if self.fail.get(job_id):
             return self._done(argv, err=self.fail[job_id].pop(0), rc=1)
@@ -87,8 +101,8 @@ class FakeSlurm:
         return self._done(argv)
 
     def updates(self) -> list[list[str]]:
-        """The ``scontrol`` calls so far."""
-        return [c for c in self.calls if c[0] == "scontrol"]
+        """The ``scontrol`` calls that change something, so far."""
+        return [c for c in self.calls if c[0] == "scontrol" and c[1] in ("update", "release")]
 
 
 @pytest.fixture
@@ -104,6 +118,20 @@ def local_slurm(tmp_path_factory) -> LocalSlurm:
     if reason is not None:
         pytest.skip(reason)
     slurm = LocalSlurm(tmp_path_factory.mktemp("slurm") / "cluster")
+    slurm.start()
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+
+
+@pytest.fixture(scope="module")
+def basic_slurm(tmp_path_factory) -> LocalSlurm:
+    """The same cluster under priority/basic (Slurm's default, FIFO)."""
+    reason = missing_requirements()
+    if reason is not None:
+        pytest.skip(reason)
+    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm") / "basic", priority_type="priority/basic")
     slurm.start()
     try:
         yield slurm

@@ -14,7 +14,11 @@ from hetsched.jobs.rl.agent import JobScoringAgent, save_checkpoint
 from hetsched.jobs.rl.policy import policy_by_name
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient
-from hetsched.jobs.slurm.priorities import PriorityRange
+from hetsched.jobs.slurm.controller import SlurmUnreachableError
+from hetsched.jobs.slurm.priorities import SLURM_MAX_PRIORITY, PriorityRange
+from hetsched.jobs.slurm.priority_band import BASIC_TOP_PRIORITY
+
+from .conftest import FIXTURES
 
 # Pending, not held, in the fixture: requested 25 (job 1), 12.5 (2), 3 (4), 8 (5), 300 (6), 60 (8).
 SJF_ORDER = [4, 5, 2, 1, 8, 6]
@@ -132,8 +136,8 @@ def test_scan_error_is_reported_and_the_loop_goes_on(fake_slurm):
     calls = {"n": 0}
 
     def flaky(argv, timeout_s, env):
-        calls["n"] += 1
-        if calls["n"] == 1:
+        calls["n"] += argv[0] == "squeue"
+        if calls["n"] == 1 and argv[0] == "squeue":
             return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: timeout")
         return fake_slurm(argv, timeout_s, env)
 
@@ -256,3 +260,70 @@ def test_a_checkpoint_resolves_through_policy_by_name(fake_slurm, tmp_path):
     assert report.error is None and not report.failures
     priorities = sorted(fake_slurm.job(j)["priority"] for j in SJF_ORDER)
     assert priorities[-1] == RANGE.top and all(p % RANGE.step == 0 for p in priorities)
+
+
+def basic_fake(fake_slurm):
+    fake_slurm.config = (FIXTURES / "scontrol_show_config_basic_22.05.txt").read_text()
+    return fake_slurm
+
+
+def test_automatic_band_under_priority_basic(fake_slurm):
+    """Another user's pending job at basic's top value stays below the managed jobs."""
+    fake = basic_fake(fake_slurm)
+    fake.squeue["jobs"].append(
+        dict(fake.job(2), job_id=50, user_name="bob", priority=BASIC_TOP_PRIORITY)
+    )
+    adapter = SlurmAdapter(
+        SlurmClient(runner=fake), SJF(), AdapterConfig(user="root", trust_requested_comment=True)
+    )
+    adapter.scan()
+    managed = [fake.job(j)["priority"] for j in SJF_ORDER]
+    assert min(managed) > BASIC_TOP_PRIORITY and max(managed) <= SLURM_MAX_PRIORITY
+    assert managed == sorted(managed, reverse=True)  # SJF order, best first
+    assert fake.job(50)["priority"] == BASIC_TOP_PRIORITY  # not managed: untouched
+
+
+def test_automatic_band_under_multifactor(fake_slurm):
+    adapter = SlurmAdapter(
+        SlurmClient(runner=fake_slurm), SJF(), AdapterConfig(trust_requested_comment=True)
+    )
+    adapter.scan()
+    assert [fake_slurm.job(j)["priority"] for j in SJF_ORDER] == [
+        5001 + 100 * 9999 - 100 * rank for rank in range(6)
+    ]
+
+
+def test_restore_under_basic_writes_the_original_back(fake_slurm):
+    """A release under basic would hand the job a new, lowest value (the back of the queue)."""
+    fake = basic_fake(fake_slurm)
+    original = {j: fake.job(j)["priority"] for j in SJF_ORDER}
+    adapter = make_adapter(fake)
+    adapter.scan()
+    adapter.restore()
+    assert not [c for c in fake.updates() if c[1] == "release"]
+    assert {j: fake.job(j)["priority"] for j in SJF_ORDER} == original
+
+
+def test_controller_down_at_start_is_a_clear_error(fake_slurm):
+    fake_slurm.down = True
+    adapter = make_adapter(fake_slurm, connect_timeout_s=0.0)
+    with pytest.raises(SlurmUnreachableError, match="slurmctld unreachable for 0 s"):
+        adapter.run(until_idle=True)
+
+
+@pytest.mark.parametrize("until_idle", [False, True])
+def test_a_long_outage_ends_the_loop(fake_slurm, until_idle):
+    times = iter(range(0, 10_000, 10))
+    config = AdapterConfig(interval_s=0.0, max_outage_s=60.0, priority_range=RANGE)
+    adapter = SlurmAdapter(
+        SlurmClient(runner=fake_slurm), SJF(), config, clock=lambda: float(next(times))
+    )
+
+    def go_down(report):
+        fake_slurm.down = True
+
+    with pytest.raises(
+        SlurmUnreachableError,
+        match=r"no successful scan for 60 s \(last error: .*Unable to contact",
+    ):
+        adapter.run(until_idle=until_idle, on_scan=go_down)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
-from hetsched.cli import typer_app
+from hetsched.cli import app, typer_app
 from hetsched.core.errors import UnknownNameError
+from hetsched.jobs.slurm.controller import SlurmUnreachableError
 
 from .conftest import FIXTURES
 
@@ -24,22 +26,43 @@ def _invoke(*args: str):
     return result
 
 
-@pytest.fixture
-def fake_binaries(tmp_path, monkeypatch):
-    """``squeue``/``sinfo`` print the fixtures; ``scontrol`` logs its arguments."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "scontrol.log"
-    scripts = {
-        "squeue": f"cat {FIXTURES / 'squeue_22.05.json'}",
-        "sinfo": f"cat {FIXTURES / 'sinfo_busy_22.05.json'}",
-        "scontrol": f'echo "$@" >> {log}',
-    }
+def fake_scontrol(log, plugin: str = "multifactor", up: bool = True) -> str:
+    """A scontrol that answers ``ping`` (UP or DOWN), prints a captured ``show config`` and logs
+    every other call's arguments."""
+    config = FIXTURES / f"scontrol_show_config_{plugin}_22.05.txt"
+    ping = (
+        "echo 'Slurmctld(primary) at localhost is UP'"
+        if up
+        else ("echo 'Slurmctld(primary) at localhost is DOWN' >&2; exit 1")
+    )
+    return (
+        f'case "$1" in\n  ping) {ping} ;;\n  show) cat {config} ;;\n'
+        f'  *) echo "$@" >> {log} ;;\nesac'
+    )
+
+
+def install_fakes(bin_dir, monkeypatch, scripts: dict[str, str]) -> None:
+    bin_dir.mkdir(exist_ok=True)
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.fixture
+def fake_binaries(tmp_path, monkeypatch):
+    """``squeue``/``sinfo`` print the fixtures; ``scontrol`` logs its updates."""
+    log = tmp_path / "scontrol.log"
+    install_fakes(
+        tmp_path / "bin",
+        monkeypatch,
+        {
+            "squeue": f"cat {FIXTURES / 'squeue_22.05.json'}",
+            "sinfo": f"cat {FIXTURES / 'sinfo_busy_22.05.json'}",
+            "scontrol": fake_scontrol(log),
+        },
+    )
     return log
 
 
@@ -68,6 +91,43 @@ def test_slurm_applies_priorities_through_scontrol(fake_binaries, tmp_path):
     assert "update jobid=6 priority=4950" in lines  # requested 300 s: last
     assert len(lines) == 5
     assert "job 5 priority 1750 -> 4990" in log_file.read_text()
+
+
+def test_default_band_sits_above_priority_basic(fake_binaries, tmp_path, monkeypatch):
+    """Under priority/basic Slurm's own values reach 4,294,901,759: the managed jobs go above."""
+    log = tmp_path / "basic.log"
+    install_fakes(tmp_path / "bin", monkeypatch, {"scontrol": fake_scontrol(log, "basic")})
+    _invoke("slurm", "--policy", "fcfs", "--interval", "0.01", "--max-scans", "1")
+    priorities = [int(line.rsplit("=", 1)[1]) for line in log.read_text().splitlines()]
+    assert len(priorities) == 6 and min(priorities) > 4_294_901_759
+    assert max(priorities) <= 4_294_967_293
+
+
+def test_unreachable_controller_is_one_line_and_exit_2(
+    fake_binaries, tmp_path, monkeypatch, capsys
+):
+    """A bounded wait with a message, then one line and exit 2: also with --until-idle, which
+    used to retry forever."""
+    down = fake_scontrol(fake_binaries, up=False)
+    install_fakes(tmp_path / "bin", monkeypatch, {"scontrol": down})
+    result = runner.invoke(
+        typer_app, ["jobs", "slurm", "--policy", "sjf", "--connect-timeout-s", "0.3"]
+    )
+    assert isinstance(result.exception, SlurmUnreachableError)
+    assert "slurmctld not answering" in result.output  # the message while it waits
+    argv = ["hetsched", "jobs", "slurm", "--policy", "sjf", "--until-idle"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--connect-timeout-s", "0.3"])
+    monkeypatch.setenv("COLUMNS", "300")
+    with pytest.raises(SystemExit) as exit_info:
+        app()
+    assert exit_info.value.code == 2
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    (last,) = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert last == (
+        "error: slurmctld unreachable for 0.3 s (Slurmctld(primary) at localhost is DOWN); is it"
+        " running, and does SLURM_CONF point at it?"
+    )
 
 
 def test_slurm_dry_run_calls_no_scontrol(fake_binaries):

@@ -18,6 +18,7 @@ from hetsched.jobs.policies.heuristics import SJF
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
 from hetsched.jobs.slurm.experiment import FINAL_STATES
+from hetsched.jobs.slurm.priority_band import BASIC_TOP_PRIORITY
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_slurm]
 
@@ -53,10 +54,13 @@ def test_priorities_follow_the_policy_and_set_the_start_order(client):
     ]
     assert len({j.priority for j in states(client, ids).values()}) == 1  # Slurm alone: FCFS
     config = AdapterConfig(interval_s=0.5, trust_requested_comment=True)
-    report = SlurmAdapter(client, SJF(), config).scan()
+    adapter = SlurmAdapter(client, SJF(), config)
+    report = adapter.scan()
     assert not report.failures and report.error is None
     jobs = states(client, [blocker, *ids])
-    top, step = config.priority_range.top, config.priority_range.step
+    band = adapter.priority_range
+    top, step = band.top, band.step
+    assert band.bottom > 5000  # above all multifactor can give (five weights of 1000)
     pending = [i for i in ids if jobs[i].pending]
     assert pending == ids  # nothing passed the running (or top-ranked) blocker
     # SJF: the job asking 10 s first, then 20 s, then 30 s; the blocker (1 s) is ranked above
@@ -70,6 +74,34 @@ def test_priorities_follow_the_policy_and_set_the_start_order(client):
     )
     starts = [j.start_time_s for j in states(client, ids).values()]
     assert starts[2] < starts[1] < starts[0], starts
+
+
+def test_priority_basic_managed_jobs_go_above_fifo_and_restore_exactly(basic_slurm):
+    """Under priority/basic new jobs get ~4.29e9: the adapter must place its jobs above that, and
+    a restore must write the original numbers back (a release would requeue them last)."""
+    client = basic_slurm.client()
+    blocker = client.submit(SubmitRequest("blocker", 2.0, 4, 60))
+    ids = [
+        client.submit(SubmitRequest(f"b{i}", 1.0, 4, 60, requested_time_s=r))
+        for i, r in enumerate((30.0, 20.0, 10.0))
+    ]
+    original = {i: j.priority for i, j in states(client, ids).items()}
+    assert min(original.values()) > 4_200_000_000  # basic's own values, falling by one per job
+    config = AdapterConfig(interval_s=0.3, trust_requested_comment=True)
+    adapter = SlurmAdapter(client, SJF(), config)
+    adapter.scan()
+    assert adapter.priority_range.bottom == BASIC_TOP_PRIORITY + 1
+    managed = [states(client, ids)[i].priority for i in ids]
+    assert managed[2] > managed[1] > managed[0] > BASIC_TOP_PRIORITY
+    adapter.restore()
+    assert {i: j.priority for i, j in states(client, ids).items()} == original
+    late = client.submit(SubmitRequest("late", 1.0, 4, 60, requested_time_s=5.0))
+    assert states(client, [late])[late].priority < min(original.values())  # FIFO: last
+    assert adapter.run(max_scans=200, until_idle=True) < 200
+    jobs = states(client, [blocker, late, *ids])
+    assert {j.state for j in jobs.values()} == {"COMPLETED"}
+    starts = [jobs[i].start_time_s for i in (late, ids[2], ids[1], ids[0])]
+    assert starts == sorted(set(starts)), starts  # SJF again: the late 5 s job first
 
 
 class CancelOneWhileScoring:

@@ -110,10 +110,20 @@ def slurm(
         None, help="Placer for oversubscribe advice (pack, spread, milp); none = no advice."
     ),
     advice_top_k: int = typer.Option(8, help="Advise only the K best-ranked jobs."),
-    top_priority: int = typer.Option(1_000_000, help="Priority of the best-ranked job."),
+    top_priority: int | None = typer.Option(
+        None,
+        help="Priority of the best-ranked job (default: just above what Slurm's own priority"
+        " plugin hands out, read from scontrol show config).",
+    ),
     priority_step: int = typer.Option(100, help="Priority gap between ranks."),
     retries: int = typer.Option(2, help="Retries of a failed scontrol call per scan."),
     max_scans: int | None = typer.Option(None, help="Stop after this many scans."),
+    connect_timeout_s: float = typer.Option(
+        30.0, help="Wait this long for slurmctld at the start, then exit with an error."
+    ),
+    max_outage_s: float = typer.Option(
+        300.0, help="Exit with an error when no scan succeeded for this long."
+    ),
     until_idle: bool = typer.Option(False, help="Stop when no matching job is left."),
     slurm_conf: Path | None = typer.Option(None, help="SLURM_CONF for the commands."),
     log_file: Path | None = typer.Option(None, help="Also write the change log here."),
@@ -129,10 +139,13 @@ def slurm(
         partition=partition,
         user=user,
         trust_requested_comment=trust_requested_comment,
-        priority_range=PriorityRange(top=top_priority, step=priority_step),
+        priority_range=None if top_priority is None else PriorityRange(top_priority, priority_step),
+        priority_step=priority_step,
         placer=PLACERS.create(placer) if placer else None,
         advice_top_k=advice_top_k,
         retries=retries,
+        connect_timeout_s=connect_timeout_s,
+        max_outage_s=max_outage_s,
     )
     adapter = SlurmAdapter(SlurmClient(slurm_conf=slurm_conf), policy_by_name(policy), config)
     applied = 0

@@ -2,7 +2,8 @@
 
 Every ``interval_s`` (the paper: one minute) the adapter reads the pending and running jobs and the
 nodes, builds the simulator's queue state (:mod:`.snapshot`), lets the policy score the pending
-jobs, maps scores to Slurm priorities (:mod:`.priorities`) and issues ``scontrol update jobid=N
+jobs, maps scores to Slurm priorities (:mod:`.priorities`) in a band just above what Slurm's own
+priority plugin hands out (:mod:`.priority_band`) and issues ``scontrol update jobid=N
 priority=M`` for each job whose priority must change; with a placer it also sets
 ``oversubscribe=no`` on jobs the placer would isolate, where that can be undone exactly
 (:mod:`.oversubscribe`).
@@ -15,8 +16,10 @@ parsed one by one; a malformed record is skipped, a requested-time comment is re
 Operational rules: only jobs matching the partition/user filter are touched; held jobs (priority 0)
 are left alone; a job that finishes or vanishes between scan and update is logged and dropped; a
 failing call is retried ``retries`` times, then reported, and the next scan tries again; an error
-of a whole scan (``squeue`` down) is logged and the loop goes on. ``restore`` hands every touched
-job that still waits back to Slurm's own priority and sharing. Every change is logged.
+of a whole scan (``squeue`` down) is logged and the loop goes on, up to ``max_outage_s`` without a
+successful scan; :meth:`SlurmAdapter.run` first waits (bounded) for slurmctld to answer
+(:mod:`.controller`). ``restore`` hands every touched job that still waits back to Slurm's own
+priority and sharing. Every change is logged.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.core.errors import DataError, HetschedError
+from hetsched.core.errors import ConfigError, DataError, HetschedError
 from hetsched.jobs.placement.placers import JobRequest, Placer
 from hetsched.jobs.policies.queue_state import PriorityPolicy, QueueState
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
+from hetsched.jobs.slurm.controller import SlurmUnreachableError, wait_for_controller
+from hetsched.jobs.slurm.managed_priorities import ManagedPriorities
 from hetsched.jobs.slurm.oversubscribe import OversubscribeLedger, oversubscribe_name
 from hetsched.jobs.slurm.priorities import (
     PriorityRange,
@@ -40,6 +45,7 @@ from hetsched.jobs.slurm.priorities import (
     scores_to_priorities,
 )
 from hetsched.jobs.slurm.records import SlurmJob, parse_jobs, parse_nodes, select_job_records
+from hetsched.jobs.slurm.scan_report import Change, ScanReport
 from hetsched.jobs.slurm.snapshot import Completion, take_snapshot
 from hetsched.jobs.slurm.untrusted_tally import UntrustedTally
 
@@ -57,11 +63,15 @@ class AdapterConfig:
         user: Only touch this user's jobs (None = all).
         trust_requested_comment: Read the bounded ``hetsched:requested_s=`` claim of job
             comments (see :mod:`.requested_comment`); off, the time limit is the requested time.
-        priority_range: Where managed jobs' priorities go.
+        priority_range: Where managed jobs' priorities go (None: just above what Slurm's own
+            priority plugin hands out, see :mod:`.priority_band`).
+        priority_step: Gap between ranks in that automatic band.
         placer: Placer for oversubscribe advice (None = no advice).
         advice_top_k: Advise only the K best-ranked pending jobs (the paper's top-K, H = 8-16).
         retries: Extra attempts of a failed ``scontrol`` call within one scan.
         retry_delay_s: Pause before each retry.
+        connect_timeout_s: How long :meth:`SlurmAdapter.run` waits for slurmctld at the start.
+        max_outage_s: :meth:`SlurmAdapter.run` gives up when no scan succeeded for this long.
     """
 
     interval_s: float = 60.0
@@ -69,49 +79,18 @@ class AdapterConfig:
     partition: str | None = None
     user: str | None = None
     trust_requested_comment: bool = False
-    priority_range: PriorityRange = field(default_factory=PriorityRange)
+    priority_range: PriorityRange | None = None
+    priority_step: int = 100
     placer: Placer | None = None
     advice_top_k: int = 8
     retries: int = 2
     retry_delay_s: float = 0.5
+    connect_timeout_s: float = 30.0
+    max_outage_s: float = 300.0
 
-
-@dataclass(frozen=True)
-class Change:
-    """One planned or applied change.
-
-    Attributes:
-        job_id: The job.
-        what: ``priority``, ``oversubscribe``, ``restore-priority`` or ``restore-oversubscribe``.
-        old: Value before.
-        new: Value wanted.
-        outcome: ``applied``, ``dry-run``, ``vanished`` or ``failed: <message>``.
-    """
-
-    job_id: int
-    what: str
-    old: object
-    new: object
-    outcome: str
-
-
-@dataclass
-class ScanReport:
-    """What one scan saw and did."""
-
-    time_s: float
-    pending: int = 0
-    running: int = 0
-    changes: list[Change] = field(default_factory=list)
-    finished: list[int] = field(default_factory=list)
-    skipped_records: int = 0
-    ignored_comments: int = 0
-    error: str | None = None
-
-    @property
-    def failures(self) -> list[Change]:
-        """Changes that failed after their retries."""
-        return [c for c in self.changes if c.outcome.startswith("failed")]
+    def __post_init__(self) -> None:
+        if self.priority_step < 1:
+            raise ConfigError(f"priority step must be >= 1, got {self.priority_step}")
 
 
 class SlurmAdapter:
@@ -139,11 +118,18 @@ class SlurmAdapter:
         self._clock = clock
         self._sleep = sleep
         self._origin_s: float | None = None
-        self._original_priority: dict[int, int] = {}
+        self._priorities = ManagedPriorities(
+            client, self.config.priority_range, self.config.priority_step
+        )
         self._oversubscribe = OversubscribeLedger()
         self._running: dict[int, SlurmJob] = {}
         self._completions: list[Completion] = []
         self.tally = UntrustedTally()
+
+    @property
+    def priority_range(self) -> PriorityRange | None:
+        """The band managed jobs' priorities go into (None until a scan needed it)."""
+        return self._priorities.range
 
     # -- one scan ----------------------------------------------------------------------------
     def scan(self) -> ScanReport:
@@ -155,12 +141,11 @@ class SlurmAdapter:
         report = ScanReport(time_s=now)
         config = self.config
         try:
-            records = select_job_records(self.client.job_records(), config.partition, config.user)
+            all_records = self.client.job_records()
             node_records = self.client.node_records()
         except (SlurmCommandError, DataError) as error:
-            report.error = str(error)
-            log.error("scan failed, will retry next interval: %s", error)
-            return report
+            return self._failed(report, error)
+        records = select_job_records(all_records, config.partition, config.user)
         parsed = parse_jobs(records, config.trust_requested_comment)
         parsed_nodes = parse_nodes(node_records)
         self.tally.note_skipped({**parsed.skipped, **parsed_nodes.skipped})
@@ -176,19 +161,19 @@ class SlurmAdapter:
             return report
         if self._origin_s is None:
             self._origin_s = min(j.submit_time_s for j in jobs)
+        managed = {id(r) for r in records}
         try:
+            band = self._priorities.band([r for r in all_records if id(r) not in managed])
             snapshot = take_snapshot(
                 pending, nodes, now, self._origin_s, self._completions, config.partition
             )
         except HetschedError as error:
-            report.error = str(error)
-            log.error("scan failed, will retry next interval: %s", error)
-            return report
+            return self._failed(report, error)
         scores = np.asarray(self.policy.score(snapshot.queue_state), dtype=np.float64)
-        priorities = scores_to_priorities(scores, self.config.priority_range)
+        priorities = scores_to_priorities(scores, band)
         for job, priority in zip(snapshot.pending, priorities.tolist(), strict=True):
             if job.priority != priority:
-                self._original_priority.setdefault(job.job_id, job.priority)
+                self._priorities.originals.setdefault(job.job_id, job.priority)
                 report.changes.append(
                     self._apply(job.job_id, "priority", job.priority, priority, self._set(priority))
                 )
@@ -197,6 +182,12 @@ class SlurmAdapter:
             report.changes += self._advise(
                 snapshot.pending, priorities, snapshot.queue_state, placer
             )
+        return report
+
+    @staticmethod
+    def _failed(report: ScanReport, error: HetschedError) -> ScanReport:
+        report.error = str(error)
+        log.error("scan failed, will retry next interval: %s", error)
         return report
 
     def _set(self, priority: int) -> Callable[[int], None]:
@@ -264,7 +255,7 @@ class SlurmAdapter:
             except SlurmCommandError as error:
                 if error.job_gone:
                     log.info("job %d left the queue before its %s update: %s", job_id, what, error)
-                    self._original_priority.pop(job_id, None)
+                    self._priorities.originals.pop(job_id, None)
                     self._oversubscribe.forget(job_id)
                     return Change(job_id, what, old, new, "vanished")
                 log.warning(
@@ -282,29 +273,28 @@ class SlurmAdapter:
     def restore(self) -> list[Change]:
         """Hands every touched job that still waits back to Slurm's priority and sharing.
 
-        Priorities go back through ``scontrol release`` (Slurm recomputes them); jobs the adapter
-        made exclusive get their original OverSubscribe back, exactly. Jobs that left the queue
-        are skipped.
+        Priorities go back through ``scontrol release`` where the plugin recomputes them
+        (multifactor), else the original number is written back (basic, which would otherwise
+        send a released job to the back of the queue); jobs the adapter made exclusive get their
+        original OverSubscribe back, exactly. Jobs that left the queue are skipped.
         """
         try:
+            self._priorities.learn_plugin()
             current = {j.job_id: j for j in self.client.jobs()}
         except (SlurmCommandError, DataError) as error:
             log.error("restore could not read the queue: %s", error)
             return []
         changes = []
-        for job_id, original in sorted(self._original_priority.items()):
+        for job_id, original in sorted(self._priorities.originals.items()):
             job = current.get(job_id)
             if job is None or not job.pending or job.priority == 0:
                 continue
-            changes.append(
-                self._apply(
-                    job_id, "restore-priority", job.priority, original, self.client.reset_priority
-                )
-            )
+            call = self._priorities.restore_call(job_id)
+            changes.append(self._apply(job_id, "restore-priority", job.priority, original, call))
         for job, word in self._oversubscribe.restorations(current):
             changes.append(self._set_oversubscribe(job, word, "restore-oversubscribe"))
         if not self.config.dry_run:
-            self._original_priority.clear()
+            self._priorities.originals.clear()
             self._oversubscribe.originals.clear()
         return changes
 
@@ -316,23 +306,37 @@ class SlurmAdapter:
         stop: threading.Event | None = None,
         on_scan: Callable[[ScanReport], None] | None = None,
     ) -> int:
-        """Scans every ``interval_s`` until a limit or ``stop`` is hit; returns the scan count.
+        """Waits (bounded) for slurmctld, then scans every ``interval_s`` until a limit or
+        ``stop`` is hit; returns the scan count.
 
         Args:
             max_scans: Stop after this many scans (None = no limit).
             until_idle: Stop at the first scan that finds no matching pending or running job.
-            restore: Call :meth:`restore` on the way out (also on Ctrl-C).
+            restore: Call :meth:`restore` on the way out (also on Ctrl-C and on giving up).
             stop: Set it from another thread to end the loop at the next wait.
             on_scan: Called with each scan's report.
+
+        Raises:
+            SlurmUnreachableError: If slurmctld does not answer within ``connect_timeout_s`` at
+                the start, or no scan succeeds for ``max_outage_s``.
         """
         stop = stop or threading.Event()
+        wait_for_controller(self.client, self.config.connect_timeout_s, self._sleep)
         scans = 0
+        last_success = self._clock()
         try:
             while True:
                 report = self.scan()
                 scans += 1
                 if on_scan is not None:
                     on_scan(report)
+                if report.error is None:
+                    last_success = report.time_s
+                elif report.time_s - last_success >= self.config.max_outage_s:
+                    raise SlurmUnreachableError(
+                        f"no successful scan for {report.time_s - last_success:.0f} s"
+                        f" (last error: {report.error.splitlines()[0][:300]})"
+                    )
                 idle = report.error is None and report.pending == 0 and report.running == 0
                 if (max_scans is not None and scans >= max_scans) or (until_idle and idle):
                     break

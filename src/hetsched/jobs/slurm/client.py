@@ -177,6 +177,15 @@ class SlurmClient:
         """The raw, untrusted records of every node."""
         return load_records(self.run(["sinfo", "--json"]), "sinfo --json", "nodes")
 
+    def ping(self) -> None:
+        """``scontrol ping``: returns when the controller answers (it fails at once when not)."""
+        self.run(["scontrol", "ping"])
+
+    def show_config(self) -> str:
+        """``scontrol show config``'s text (see
+        :func:`~hetsched.jobs.slurm.priority_band.parse_show_config`)."""
+        return self.run(["scontrol", "show", "config"])
+
     def jobs(self) -> list[SlurmJob]:
         """Every job that parses (pending, running, recently finished); comments not trusted."""
         return parse_jobs(self.job_records()).jobs

@@ -91,11 +91,19 @@ class LocalSlurm:
         partition: Name of the one partition.
     """
 
-    def __init__(self, root: Path, gpus: int = 4, cpus: int = 4, partition: str = "debug") -> None:
+    def __init__(
+        self,
+        root: Path,
+        gpus: int = 4,
+        cpus: int = 4,
+        partition: str = "debug",
+        priority_type: str = "priority/multifactor",
+    ) -> None:
         self.root = Path(root)
         self.gpus = gpus
         self.cpus = cpus
         self.partition = partition
+        self.priority_type = priority_type
         self._created = False
 
     @property
@@ -145,10 +153,11 @@ class LocalSlurm:
             "SelectTypeParameters=CR_Core",
             "SchedulerType=sched/backfill",
             "SchedulerParameters=bf_interval=1",
-            "PriorityType=priority/multifactor",
+            f"PriorityType={self.priority_type}",
             *(
                 f"PriorityWeight{factor}=1000"
                 for factor in ("Age", "Fairshare", "JobSize", "Partition", "QOS")
+                if self.priority_type == "priority/multifactor"
             ),
             "SlurmdParameters=config_overrides",
             "ReturnToService=2",

@@ -24,8 +24,9 @@ from hetsched.core.errors import ConfigError
 from hetsched.jobs.cluster.state import ClusterState
 from hetsched.jobs.placement.placers import JobRequest, Placer, candidate_placements
 
-#: Slurm's largest settable priority (``scontrol`` rejects 2^32 - 1, which means "unset").
-SLURM_MAX_PRIORITY = 4_294_967_294
+#: Slurm's largest settable priority (checked on 22.05: ``scontrol`` refuses 4294967294 and
+#: 4294967295, Slurm's NO_VAL and INFINITE markers).
+SLURM_MAX_PRIORITY = 4_294_967_293
 
 
 @dataclass(frozen=True)

@@ -322,3 +322,19 @@ def parse_nodes(records: list[Any]) -> ParsedNodes:
         except DataError as error:
             parsed.skipped[_label(record, index, "node", "name")] = str(error)
     return parsed
+
+
+def highest_pending_priority(records: list[Any]) -> tuple[int, str] | None:
+    """(priority, label) of the highest-priority pending record, reading only ``job_state``,
+    ``priority`` and ``job_id``; records where those are malformed are passed over."""
+    best: tuple[int, str] | None = None
+    for index, record in enumerate(records):
+        if not isinstance(record, dict) or record.get("job_state") not in PENDING_STATES:
+            continue
+        try:
+            priority = whole_number(record.get("priority"), "priority", "squeue job")
+        except DataError:
+            continue
+        if best is None or priority > best[0]:
+            best = (priority, _label(record, index, "job", "job_id"))
+    return best
