@@ -10,9 +10,10 @@ Per stack: a 3 s warm-up, then
 1. closed loop, ``--concurrency`` clients: images/s, p50/p99;
 2. open loop at each rate of ``--rates`` with deadline ``--deadline-s`` (``X-Deadline-S``):
    goodput, admitted p99, refusals and their p99;
-3. (the two Slim stacks) a fault: open loop at ``--fault-rate`` and, a third into the run,
-   ``kill -9`` of server ``cpu0``'s process: requests lost (anything but 200, 429 and 504),
-   time until ``/metrics`` shows the server down, and until it shows it up again.
+3. (the two Slim stacks) a fault: open loop at ``--fault-load`` x the closed-loop images/s and,
+   a third into the run, ``kill -9`` of server ``cpu0``'s process: requests lost (anything but
+   200, 429 and 504), time until ``/metrics`` shows the server down, and until it shows it up
+   again. ``--servers 3 --stacks fastapi-actors`` is the three-server fault run.
 """
 
 from __future__ import annotations
@@ -45,23 +46,25 @@ UP = re.compile(r'^hetsched_slim_server_up\{server="cpu0"\} (\S+)$', re.MULTILIN
 
 
 @contextmanager
-def launch(stack: str, checkpoint: Path, folder: Path, port: int) -> Iterator[psutil.Process]:
+def launch(
+    stack: str, checkpoint: Path, folder: Path, port: int, servers: int
+) -> Iterator[psutil.Process]:
     """Starts ``stack`` serving on ``port``; yields its process once it answers ``/readyz``."""
     env = os.environ | {"RAY_AUTH_MODE": "disabled"}
     if stack == "fastapi-actors":
         config = folder / "cluster-stacks.yaml"
-        servers = [{"name": "cpu0"}, {"name": "cpu1"}]
+        names = [{"name": f"cpu{i}"} for i in range(servers)]
         config.write_text(
             yaml.safe_dump(
-                {"checkpoint": str(checkpoint.resolve()), "servers": servers, "port": port}
+                {"checkpoint": str(checkpoint.resolve()), "servers": names, "port": port}
             )
         )
         command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
-        command += ["--config", str(config), "--num-cpus", "2"]
+        command += ["--config", str(config), "--num-cpus", str(servers)]
     else:
         script = Path(__file__).with_name("serving_rayserve.py")
         command = [sys.executable, str(script), "--stack", stack, "--checkpoint", str(checkpoint)]
-        command += ["--port", str(port)]
+        command += ["--port", str(port), "--servers", str(servers)]
     log = (folder / f"{stack}.log").open("w")
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -109,8 +112,8 @@ def server_up(url: str) -> bool | None:
     return None if match is None else float(match.group(1)) == 1.0
 
 
-def fault(stack: str, process: psutil.Process, url: str, args, data: str) -> dict:
-    """Open-loop load with a kill -9 of server cpu0 a third into it."""
+def fault(stack: str, process: psutil.Process, url: str, rate: float, args, data: str) -> dict:
+    """Open-loop load at ``rate`` with a kill -9 of server cpu0 a third into it."""
     marker = SERVER_PROCESS[stack]
     victims = [p for p in process.children(recursive=True) if marker in " ".join(p.cmdline()[:1])]
     if not victims:
@@ -132,9 +135,9 @@ def fault(stack: str, process: psutil.Process, url: str, args, data: str) -> dic
 
     watcher = threading.Thread(target=kill_and_watch)
     watcher.start()
-    report = load(url, data, args.duration_s, rate_per_s=args.fault_rate, deadline_s=5.0)
+    report = load(url, data, args.duration_s, rate_per_s=rate, deadline_s=5.0)
     watcher.join()
-    row = summary(stack, f"kill -9 cpu0 at {args.fault_rate:g}/s", report)
+    row = summary(stack, f"kill -9 cpu0 of {args.servers} at {rate:.0f}/s", report)
     lost = sum(v for k, v in report.errors.items() if k not in ("429", "503", "504"))
     row |= {
         "lost": lost,
@@ -152,7 +155,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rates", default="40,120")
     parser.add_argument("--deadline-s", type=float, default=0.5)
-    parser.add_argument("--fault-rate", type=float, default=40.0)
+    parser.add_argument("--servers", type=int, default=2, help="servers (replicas) per stack")
+    parser.add_argument(
+        "--fault-load", type=float, default=0.7, help="fault run's rate / closed-loop img/s"
+    )
     parser.add_argument("--port", type=int, default=8795)
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/stacks.json"))
     args = parser.parse_args()
@@ -160,7 +166,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for stack in args.stacks.split(","):
-        with launch(stack, args.checkpoint, args.out.parent, args.port) as process:
+        with launch(stack, args.checkpoint, args.out.parent, args.port, args.servers) as process:
             url = f"http://127.0.0.1:{args.port}"
             load(url, data, 3.0, rate_per_s=20)  # warm-up: instances loaded, JIT paths hot
             closed = load(url, data, args.duration_s, concurrency=args.concurrency)
@@ -173,7 +179,8 @@ def main() -> None:
                 rows.append(summary(stack, f"open loop {rate:g}/s", report))
                 print(json.dumps(rows[-1]), flush=True)
             if stack in SERVER_PROCESS:
-                rows.append(fault(stack, process, url, args, data))
+                rate = args.fault_load * closed.throughput_images_per_s
+                rows.append(fault(stack, process, url, rate, args, data))
                 print(json.dumps(rows[-1]), flush=True)
         args.port += 1  # the next stack never meets a socket still closing
     args.out.write_text(json.dumps(rows, indent=1))

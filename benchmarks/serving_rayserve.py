@@ -51,7 +51,11 @@ from hetsched.slim.serving.runtime import input_spec
 from hetsched.slim.serving.worker import worker_from_checkpoint
 
 LOG = logging.getLogger(__name__)
-SERVER_NAMES = ("cpu0", "cpu1")
+
+
+def server_names(count: int) -> tuple[str, ...]:
+    """The servers' names, as ``hetsched slim serve`` names its default CPU servers."""
+    return tuple(f"cpu{i}" for i in range(count))
 
 
 @serve.deployment(
@@ -89,7 +93,7 @@ class HandlePool:
     """The front's server pool over one deployment handle per server (pinned dispatch)."""
 
     def __init__(self, handles: Sequence[DeploymentHandle], telemetry_interval_s: float) -> None:
-        self.names = SERVER_NAMES[: len(handles)]
+        self.names = server_names(len(handles))
         self.handles = list(handles)
         self.telemetry_interval_s = telemetry_interval_s
         self._up = [True] * len(handles)
@@ -241,17 +245,18 @@ class BatchedClassifier:
         return PlainTextResponse("")
 
 
-def build(stack: str, checkpoint_path: Path, executor: dict[str, Any]) -> Any:
-    """The Serve application of ``stack`` (two servers or two replicas, one CPU each)."""
+def build(stack: str, checkpoint_path: Path, servers: int) -> Any:
+    """The Serve application of ``stack`` (``servers`` servers or replicas, one CPU each)."""
     checkpoint = load_checkpoint(checkpoint_path)
     if stack == "serve-batch":
-        return BatchedClassifier.options(num_replicas=len(SERVER_NAMES)).bind(checkpoint)
-    servers = [
+        return BatchedClassifier.options(num_replicas=servers).bind(checkpoint)
+    executor: dict[str, Any] = {}  # the executor's defaults, as in hetsched slim serve
+    deployments = [
         SegmentServer.options(name=f"server-{name}").bind(name, checkpoint, executor)
-        for name in SERVER_NAMES
+        for name in server_names(servers)
     ]
     config = {"checkpoint": str(checkpoint_path.resolve()), "executor": executor}
-    return SlimIngress.bind(config, *servers)
+    return SlimIngress.bind(config, *deployments)
 
 
 def main() -> None:
@@ -259,16 +264,17 @@ def main() -> None:
     parser.add_argument("--stack", choices=("slim-on-serve", "serve-batch"), required=True)
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--port", type=int, default=8790)
+    parser.add_argument("--servers", type=int, default=2)
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(
-        num_cpus=len(SERVER_NAMES),
+        num_cpus=args.servers,
         include_dashboard=False,
         log_to_driver=False,
         _system_config={"worker_niceness": 0},  # as hetsched slim serve does
     )
     serve.start(http_options={"host": "127.0.0.1", "port": args.port})
-    serve.run(build(args.stack, args.checkpoint, {}), name="slim", route_prefix="/")
+    serve.run(build(args.stack, args.checkpoint, args.servers), name="slim", route_prefix="/")
     print(f"{args.stack} serving on http://127.0.0.1:{args.port}", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())

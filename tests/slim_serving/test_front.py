@@ -232,3 +232,32 @@ def test_a_router_choosing_a_dead_server_fails_the_block_but_not_the_front():
     assert all(isinstance(r, RequestError) and r.reason == "router_error" for r in failed)
     assert "s0, which is down" in str(failed[0])
     assert int(np.argmax(served[0].logits)) == 3
+
+
+def test_min_width_is_a_floor_for_every_segment():
+    async def scenario():
+        front = make_front(FakePool(), router="static-slimmest")
+        front.start()
+        floored = await settle(front.submit(list(range(8)), min_width=0.6))
+        free = await settle(front.submit(list(range(8))))
+        with pytest.raises(RequestError) as caught:
+            front.submit([1], min_width=1.0 + 1e-3)
+        await front.stop()
+        return floored, free, caught.value
+
+    floored, free, error = run(scenario())
+    assert all(set(r.widths) == {0.75} for r in floored)  # the narrowest width >= 0.6
+    assert all(set(r.widths) == {0.25} for r in free)
+    assert (error.status, error.reason) == (422, "min_width_unavailable")
+
+
+def test_widths_narrow_as_the_system_fills():
+    front = make_front(FakePool(), router="static-widest", max_images=10)
+    front.shed_from = 0.5
+    caps = []
+    for in_system in (0, 4, 5, 7, 9):
+        front.admission.images_in_system = in_system
+        caps.append(front.width_cap())
+    assert caps == [1.0, 1.0, 1.0, 0.5, 0.25]
+    front.shed_from = 1.0  # never shed
+    assert front.width_cap() == 1.0

@@ -1,8 +1,13 @@
 """Live Slim serving: Ray actors per server, a routing front, an HTTP API, a load generator.
 
-One request's path: the HTTP API (:mod:`.app`) validates and decodes the images (:mod:`.images`),
-admission control (:mod:`.admission`) accepts or rejects them early, the front (:mod:`.front`)
-queues each image in the global FIFO and routes its next segment with any registered router, and
-the server pool (:mod:`.pool`) runs each block on a Ray actor (:mod:`.actor`) that holds a greedy
-executor on the live torch backend. Activations stay in Ray's object store between segments.
+One request's path: the guard (:mod:`.guard`) checks the token, the declared size and admission's
+verdict from the headers alone; the HTTP API (:mod:`.app`, and the Open Inference Protocol in
+:mod:`.oip`) reads the body within its bounds and decodes the images on a thread pool
+(:mod:`.request_body`, :mod:`.images`, :mod:`.options`); admission control (:mod:`.admission`)
+accepts or rejects them; the front (:mod:`.front`) queues each image in the global FIFO and routes
+its next segment with any registered router; the server pool (:mod:`.pool`) runs each block on a
+Ray actor (:mod:`.actor`) that holds a greedy executor on the live torch backend
+(:mod:`.worker`). Activations stay in Ray's object store between segments. uvicorn runs the app
+with head and body timeouts and a connection limit (:mod:`.http_server`); the load generator
+(:mod:`.loadgen`) sends real PNG requests from a light raw-socket client (:mod:`.http_client`).
 """

@@ -12,6 +12,12 @@ asyncio loop and servers that can die:
    a handle of its output activation (which stays in Ray's object store), and returns to the FIFO
    tail, or is answered after the last segment.
 
+The width the block runs at is the router's, capped by load shedding (:meth:`Front.width_cap`:
+from ``shed_from`` of the admission budget on, narrower widths as the system fills, so that
+overload first costs accuracy and only then refusals) and raised to the block's accuracy floor
+(the largest ``min_width`` its requests asked for). The router sees the head image's deadline
+and slack in :class:`RouterState`, so an SLO-aware router can also act on them itself.
+
 Failures never lose an accepted image and never answer one twice. Each image owns one future,
 resolved exactly once (a result, or a :class:`RequestError` naming why). When a server dies, its
 in-flight blocks fail with :class:`ServerFailedError` and their images go back to the FIFO head
