@@ -21,6 +21,17 @@ def test_block_reward_is_eq7():
     assert block_reward(outcome, weights) == pytest.approx(expected)
     centred = weights.model_copy(update={"center_accuracy": True})
     assert block_reward(outcome, centred, mean_top1=0.7) == pytest.approx(expected - 1.4)
+    assert block_reward(outcome, weights, missed_share=0.5) == pytest.approx(expected)  # ζ = 0
+
+
+def test_the_slo_term_charges_missed_images_beyond_eq7():
+    outcome = BlockOutcome(0.75, 0.02, 100.0, (50.0, 50.0), requests=4)
+    slo = REWARD_PRESETS["slo"]
+    met = block_reward(outcome, slo, mean_top1=0.72)
+    assert met == pytest.approx(0.03 - 0.5 * 0.02)
+    assert block_reward(outcome, slo, 0.72, missed_share=0.25) == pytest.approx(met - 0.25)
+    narrow = BlockOutcome(0.70, 0.02, 100.0, (50.0, 50.0), requests=4)
+    assert block_reward(narrow, slo, 0.72) > block_reward(outcome, slo, 0.72, missed_share=0.1)
 
 
 def test_presets_weigh_cost_against_accuracy_as_tables_iv_and_v():
@@ -28,5 +39,5 @@ def test_presets_weigh_cost_against_accuracy_as_tables_iv_and_v():
     assert efficiency.beta / efficiency.alpha > balanced.beta / balanced.alpha
     assert efficiency.gamma / efficiency.alpha > balanced.gamma / balanced.alpha
     assert reward_weights("balanced") is balanced
-    with pytest.raises(ConfigError, match="known: balanced, efficiency"):
+    with pytest.raises(ConfigError, match="known: balanced, efficiency, slo"):
         reward_weights("fast")

@@ -23,6 +23,7 @@ def test_registry_lists_every_router_and_rejects_unknown_names():
         "jsq-0.5",
         "jsq-0.75",
         "jsq-1.0",
+        "learned",
         "least-completion",
         "least-loaded",
         "ppo",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import pickle
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -22,9 +22,42 @@ from hetsched.core.errors import DataError
 from hetsched.core.seeding import make_rng
 from hetsched.rl import FactoredActorCritic
 from hetsched.slim.routers.base import ROUTERS, Router, RouterState, RoutingDecision
+from hetsched.slim.routers.slo_features import OBS_CLIP, SloEncoder
 
-OBS_CLIP = 4.0
-"""Upper bound of every normalised state entry (the env's observation space is [0, OBS_CLIP])."""
+
+class RouterEncoder(Protocol):
+    """What the policy network, the environment and checkpoints need of a state encoder: the
+    paper's eq. (1) (:class:`StateEncoder`) or the extended one
+    (:class:`~hetsched.slim.routers.slo_features.SloEncoder`)."""
+
+    kind: str
+    obs_low: float
+
+    @property
+    def n_servers(self) -> int:
+        """Servers the router is built for (at most, for the padded extended encoder)."""
+
+    @property
+    def widths(self) -> tuple[float, ...]: ...
+
+    @property
+    def group_sizes(self) -> tuple[int, ...]: ...
+
+    @property
+    def obs_dim(self) -> int: ...
+
+    @property
+    def head_sizes(self) -> tuple[int, ...]: ...
+
+    def settings(self) -> dict[str, object]: ...
+
+    def encode(self, state: RouterState) -> np.ndarray: ...
+
+    def mask(self, state: RouterState) -> np.ndarray: ...
+
+    def action(self, decision: RoutingDecision) -> np.ndarray: ...
+
+    def decision(self, action: np.ndarray) -> RoutingDecision: ...
 
 
 @dataclass(frozen=True)
@@ -46,6 +79,20 @@ class StateEncoder:
     widths: tuple[float, ...]
     group_sizes: tuple[int, ...]
     queue_scale: float = 64.0
+
+    kind = "paper"
+    """Checkpoint tag of this encoder."""
+    obs_low = 0.0
+    """Lower bound of every observation entry (the space is [0, OBS_CLIP])."""
+
+    def settings(self) -> dict[str, object]:
+        """The constructor's arguments, for a checkpoint."""
+        return {
+            "n_servers": self.n_servers,
+            "widths": list(self.widths),
+            "group_sizes": list(self.group_sizes),
+            "queue_scale": self.queue_scale,
+        }
 
     @property
     def obs_dim(self) -> int:
@@ -81,16 +128,47 @@ class StateEncoder:
             servers = [True] * self.n_servers
         return np.asarray(servers + [True] * (len(self.widths) + len(self.group_sizes)), dtype=bool)
 
+    def action(self, decision: RoutingDecision) -> np.ndarray:
+        """The action indices (server, width index, group index) of ``decision``."""
+        return np.asarray(
+            [
+                decision.server,
+                self.widths.index(decision.width),
+                self.group_sizes.index(decision.group_size),
+            ],
+            dtype=np.int64,
+        )
+
     def decision(self, action: np.ndarray) -> RoutingDecision:
         """Maps action indices (server, width index, group index) to a decision."""
         server, width_index, group_index = (int(a) for a in action)
         return RoutingDecision(server, self.widths[width_index], self.group_sizes[group_index])
 
 
+def encoder_from_settings(kind: str, fields: dict[str, Any]) -> RouterEncoder:
+    """Rebuilds an encoder from its checkpoint tag and :meth:`settings`."""
+    widths = tuple(float(w) for w in fields["widths"])
+    groups = tuple(int(g) for g in fields["group_sizes"])
+    if kind == "paper":
+        return StateEncoder(int(fields["n_servers"]), widths, groups, float(fields["queue_scale"]))
+    if kind == "slo":
+        return SloEncoder(
+            int(fields["max_servers"]),
+            widths,
+            groups,
+            tuple(str(a) for a in fields["advisors"]),
+            float(fields["time_scale_s"]),
+            float(fields["queue_scale"]),
+            int(fields["num_segments"]),
+        )
+    raise ValueError(f"unknown encoder kind {kind!r}")
+
+
 def new_policy(
-    encoder: StateEncoder, hidden_sizes: tuple[int, ...] = (64, 64)
+    encoder: RouterEncoder, hidden_sizes: tuple[int, ...] = (64, 64)
 ) -> FactoredActorCritic:
-    """A fresh router network for ``encoder``; ε-mixing applies to the server head (eq. 5)."""
+    """A fresh router network for ``encoder``; ε-mixing applies to the first head (eq. 5: the
+    server head, or the joint server-width head of the extended encoder)."""
     return FactoredActorCritic(
         encoder.obs_dim, encoder.head_sizes, hidden_sizes, epsilon_heads=(0,)
     )
@@ -99,16 +177,18 @@ def new_policy(
 def save_router(
     path: str | Path,
     policy: FactoredActorCritic,
-    encoder: StateEncoder,
+    encoder: RouterEncoder,
     hidden_sizes: tuple[int, ...],
     metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Writes a checkpoint that :class:`PPORouter` can load on its own."""
+    """Writes a checkpoint that :class:`PPORouter` can load on its own (a state dict and plain
+    settings: it loads with ``weights_only=True``)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
             "state_dict": policy.state_dict(),
-            "encoder": asdict(encoder),
+            "encoder_kind": encoder.kind,
+            "encoder": encoder.settings(),
             "hidden_sizes": list(hidden_sizes),
             "metadata": metadata or {},
         },
@@ -116,7 +196,9 @@ def save_router(
     )
 
 
-def load_router_checkpoint(path: str | Path) -> tuple[FactoredActorCritic, StateEncoder, dict]:
+def load_router_checkpoint(
+    path: str | Path,
+) -> tuple[FactoredActorCritic, RouterEncoder, dict]:
     """Reads a checkpoint written by :func:`save_router`.
 
     Raises:
@@ -127,13 +209,7 @@ def load_router_checkpoint(path: str | Path) -> tuple[FactoredActorCritic, State
         raise DataError("router checkpoint not found", path=str(path))
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-        fields = data["encoder"]
-        encoder = StateEncoder(
-            int(fields["n_servers"]),
-            tuple(float(w) for w in fields["widths"]),
-            tuple(int(g) for g in fields["group_sizes"]),
-            float(fields["queue_scale"]),
-        )
+        encoder = encoder_from_settings(data.get("encoder_kind", "paper"), data["encoder"])
         policy = new_policy(encoder, tuple(data["hidden_sizes"]))
         policy.load_state_dict(data["state_dict"])
     except (KeyError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError) as error:
@@ -160,7 +236,7 @@ class PPORouter(Router):
         seed: int = 0,
         greedy: bool = False,
         policy: FactoredActorCritic | None = None,
-        encoder: StateEncoder | None = None,
+        encoder: RouterEncoder | None = None,
         group_size: int | None = None,
     ) -> None:
         if checkpoint is not None:
@@ -204,3 +280,37 @@ class PPORouter(Router):
             if draw < 0:
                 return index
         return valid[-1]  # rounding left the draw at the very top
+
+
+@ROUTERS.register("learned")
+class LearnedRouter(PPORouter):
+    """The router ``hetsched slim train-router`` trains (behaviour cloning from the best rule,
+    then PPO fine-tuning): a :class:`PPORouter` that takes each head's most likely action unless
+    told to sample, since its checkpoint is the policy that scored best when acting greedily.
+
+    Args:
+        checkpoint: ``learned.pt`` written by the training (or pass ``policy`` and ``encoder``).
+        seed: Seeds the action sampling (with ``greedy=False``).
+        greedy: Most likely action per head (default) or a draw from the policy.
+        policy, encoder: An in-memory policy.
+        group_size: Accepted for a uniform registry signature; the policy chooses g itself.
+    """
+
+    def __init__(
+        self,
+        checkpoint: str | Path | None = None,
+        *,
+        seed: int = 0,
+        greedy: bool = True,
+        policy: FactoredActorCritic | None = None,
+        encoder: RouterEncoder | None = None,
+        group_size: int | None = None,
+    ) -> None:
+        super().__init__(
+            checkpoint,
+            seed=seed,
+            greedy=greedy,
+            policy=policy,
+            encoder=encoder,
+            group_size=group_size,
+        )

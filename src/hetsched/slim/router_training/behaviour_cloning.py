@@ -1,0 +1,165 @@
+"""Behaviour cloning: the learned router starts as the best rule, not as a random policy.
+
+Beyond the paper (issue 19: "start from the best heuristic by behaviour cloning and fine-tune with
+PPO, so it begins no worse than the rule it learned from"). For every demonstration episode (a
+draw of the training :class:`~hetsched.slim.router_training.scenario_mix.ScenarioMix`) each
+advisor rule runs on its own copy of the episode; the best one on that episode is the teacher,
+and its run is recorded through the environment: the observation, action mask, the teacher's
+action and the reward each decision was credited. The policy's heads are then fitted to the
+teacher's actions (cross-entropy, masked like the policy acts) and its value head to the credited
+rewards (the one-step return of eq. 8), so PPO's first advantages are not measured against a
+random critic.
+
+A teacher action the mask forbids (a pair predicted to miss the deadline when another fits) cannot
+be imitated; such steps still run (the episode stays the teacher's) but are left out of the fit
+and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import torch
+from rich.progress import Progress
+
+from hetsched.rl import FactoredActorCritic
+from hetsched.slim.cluster.slim_cluster import SlimCluster
+from hetsched.slim.router_training.env import SlimRoutingEnv
+from hetsched.slim.routers.base import ROUTERS, Router
+
+ClusterFactory = Callable[[int], SlimCluster]
+"""episode seed -> a fresh cluster with that episode's workload."""
+
+
+@dataclass
+class Demonstrations:
+    """The teacher's decisions on the demonstration episodes."""
+
+    obs: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    teachers: dict[str, int] = field(default_factory=dict)
+    """Episodes each rule was the best on."""
+    masked_out: int = 0
+    """Teacher actions the mask forbade (run, not imitated)."""
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def record_episode(env: SlimRoutingEnv, teacher: Router, seed: int, into: Demonstrations) -> None:
+    """Runs ``teacher`` through ``env`` for one episode and appends its imitable decisions."""
+    encoder = env.encoder
+    obs, info = env.reset(seed=seed)
+    index_of: dict[int, int] = {}  # decision id -> row in ``into`` (rewards arrive later)
+    pending_rewards: dict[int, float] = {}
+    terminated = False
+    while not terminated:
+        action = encoder.action(teacher.decide(env.router_state))
+        decision_id, mask = info["decision_id"], info["action_mask"]
+        if _allowed(action, mask, encoder.head_sizes):
+            index_of[decision_id] = len(into.actions)
+            into.obs.append(obs)
+            into.masks.append(mask)
+            into.actions.append(action)
+            into.rewards.append(0.0)
+        else:
+            into.masked_out += 1
+        obs, _reward, terminated, _truncated, info = env.step(action)
+        pending_rewards.update(dict(info["reward_credits"]))
+    for decision_id, reward in pending_rewards.items():
+        if decision_id in index_of:
+            into.rewards[index_of[decision_id]] = reward
+
+
+def _fixed_episode(make_cluster: ClusterFactory, seed: int, _drawn_seed: int) -> SlimCluster:
+    """The cluster of episode ``seed`` whatever seed the environment draws (a replay)."""
+    return make_cluster(seed)
+
+
+def _allowed(action: np.ndarray, mask: np.ndarray, head_sizes: tuple[int, ...]) -> bool:
+    """Whether every head's part of ``action`` is valid under the flat ``mask``."""
+    offsets = np.cumsum((0, *head_sizes[:-1]))
+    return bool(all(mask[offset + a] for offset, a in zip(offsets, action, strict=True)))
+
+
+def collect_demonstrations(
+    make_env: Callable[[ClusterFactory], SlimRoutingEnv],
+    make_cluster: ClusterFactory,
+    advisors: tuple[str, ...],
+    seeds: list[int],
+    score: Callable[[SlimCluster, Router], float],
+    *,
+    progress: bool = False,
+) -> Demonstrations:
+    """The best advisor's decisions on each episode of ``seeds``.
+
+    Args:
+        make_env: Builds the recording environment around a cluster factory.
+        make_cluster: The training distribution (episode seed -> cluster).
+        advisors: Rule names, the candidate teachers.
+        seeds: Demonstration episode seeds.
+        score: Scores a rule on a fresh cluster (higher is better).
+    """
+    demos = Demonstrations()
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task("demonstrations", total=len(seeds))
+        for seed in seeds:
+            scores = {
+                name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
+                for name in advisors
+            }
+            teacher = max(scores, key=scores.__getitem__)
+            demos.teachers[teacher] = demos.teachers.get(teacher, 0) + 1
+            env = make_env(partial(_fixed_episode, make_cluster, seed))
+            record_episode(env, ROUTERS.create(teacher, seed=seed), seed, demos)
+            bar.advance(task)
+    return demos
+
+
+def clone(
+    policy: FactoredActorCritic,
+    demos: Demonstrations,
+    *,
+    epochs: int,
+    learning_rate: float,
+    batch_size: int = 256,
+    value_weight: float = 0.5,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """Fits the policy heads to the teacher (cross-entropy) and the value head to the credited
+    rewards (mean squared error); returns per-epoch loss and agreement (share of demonstrated
+    decisions whose every head's most likely action is the teacher's)."""
+    if len(demos) == 0:
+        raise ValueError("no demonstrations to clone")
+    generator = torch.Generator().manual_seed(seed)
+    obs = torch.as_tensor(np.stack(demos.obs), dtype=torch.float32)
+    masks = torch.as_tensor(np.stack(demos.masks), dtype=torch.bool)
+    actions = torch.as_tensor(np.stack(demos.actions), dtype=torch.int64)
+    rewards = torch.as_tensor(demos.rewards, dtype=torch.float32)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    history = []
+    for epoch in range(epochs):
+        order = torch.randperm(len(demos), generator=generator)
+        total_loss = 0.0
+        for start in range(0, len(demos), batch_size):
+            rows = order[start : start + batch_size]
+            dist, value = policy.distribution(obs[rows], masks[rows])
+            imitation = -dist.log_prob(actions[rows]).mean()
+            value_loss = ((value - rewards[rows]) ** 2).mean()
+            loss = imitation + value_weight * value_loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item() * len(rows)
+        with torch.no_grad():
+            dist, _ = policy.distribution(obs, masks)
+            agreement = (dist.mode() == actions).all(dim=-1).float().mean().item()
+        history.append(
+            {"epoch": float(epoch + 1), "loss": total_loss / len(demos), "agreement": agreement}
+        )
+    return history

@@ -1,0 +1,64 @@
+"""How a router does on whole episodes: the score that picks teachers and checkpoints.
+
+Training needs one number per router and episode to (a) pick the best rule to imitate on an
+episode and (b) keep the best policy seen while fine-tuning, so the learned router can never end
+worse than where it started. The number is SLO attainment plus half the accuracy (both shares of
+the episode's images): a point of attainment outweighs a point of accuracy, but at equal
+attainment the more accurate router wins. It is a training signal on whole (short) episodes, not
+the steady-state metric the evaluation reports (:mod:`hetsched.slim.experiments.slo_metrics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from hetsched.slim.cluster.slim_cluster import SlimCluster
+from hetsched.slim.routers.base import Router
+
+ACCURACY_WEIGHT = 0.5
+"""Weight of accuracy against SLO attainment in the episode score."""
+
+
+@dataclass(frozen=True)
+class EpisodeScore:
+    """One router's result on one episode."""
+
+    slo_attainment: float
+    """Share of the episode's images that completed by their deadline."""
+    accuracy: float
+    """Share of the episode's images classified correctly."""
+
+    @property
+    def score(self) -> float:
+        """Attainment + :data:`ACCURACY_WEIGHT` x accuracy."""
+        return self.slo_attainment + ACCURACY_WEIGHT * self.accuracy
+
+
+def episode_score(cluster: SlimCluster, router: Router) -> EpisodeScore:
+    """Runs ``router`` on a fresh ``cluster`` to the end and scores every image of it."""
+    cluster.run(router)
+    images = cluster.completed
+    count = max(1, len(images))
+    return EpisodeScore(
+        sum(1 for image in images if image.met_slo) / count,
+        sum(1 for image in images if image.correct) / count,
+    )
+
+
+def mean_score(scores: Sequence[EpisodeScore]) -> EpisodeScore:
+    """The episodes' scores averaged (each episode weighs the same)."""
+    count = max(1, len(scores))
+    return EpisodeScore(
+        sum(s.slo_attainment for s in scores) / count, sum(s.accuracy for s in scores) / count
+    )
+
+
+def best_router(
+    make_cluster: Callable[[], SlimCluster], routers: dict[str, Callable[[], Router]]
+) -> tuple[str, dict[str, EpisodeScore]]:
+    """Runs every router on its own fresh copy of one episode; the best one's name and all
+    scores (ties go to the router named first)."""
+    scores = {name: episode_score(make_cluster(), make()) for name, make in routers.items()}
+    best = max(scores, key=lambda name: scores[name].score)
+    return best, scores

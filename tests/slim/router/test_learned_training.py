@@ -1,0 +1,89 @@
+"""The learned router's training on tiny budgets: cloning, fine-tuning, selection, resume."""
+
+import csv
+
+import pytest
+import torch
+
+from hetsched.core.errors import ConfigError, DataError
+from hetsched.slim.router_training.behaviour_cloning import clone, collect_demonstrations
+from hetsched.slim.router_training.env import SlimRoutingEnv
+from hetsched.slim.router_training.learned_training import (
+    LearnedRouterConfig,
+    train_learned_router,
+)
+from hetsched.slim.router_training.scenario_mix import (
+    ScenarioMix,
+    mix_encoder,
+    training_mix,
+    training_scenario_names,
+)
+from hetsched.slim.router_training.validation import episode_score
+from hetsched.slim.routers import ROUTERS
+from hetsched.slim.routers.ppo import PPORouter, new_policy
+from hetsched.slim.routers.reward import REWARD_PRESETS
+from hetsched.slim.sim.scenario_catalog import load_scenario
+
+TINY = LearnedRouterConfig(
+    scenarios=("lan-1.5x", "bursty-3x"), images=60, advisors=("jsq-0.25", "slackfit"),
+    demo_episodes=2, bc_epochs=3, ppo_steps=128, rollout=32, chunk_updates=2,
+    validation_episodes=1, hidden_sizes=(16,),
+)  # fmt: skip
+
+
+def test_the_mix_never_trains_on_held_out_scenarios_and_randomises_per_seed():
+    assert "failure" not in training_scenario_names() and "lan-3x" in training_scenario_names()
+    with pytest.raises(ConfigError, match="failure held out"):
+        ScenarioMix({"failure": load_scenario("failure")})
+    mix = training_mix(["lan-3x"], images=50)
+    first, again, other = mix.draw(1)[1], mix.draw(1)[1], mix.draw(2)[1]
+    assert first == again and first != other and first.num_images == 50
+    assert 0.7 * 3.0 <= first.load_factor <= 1.3 * 3.0
+    assert mix.validation_episodes(2)[1][1].load_factor == 3.0  # validation: as named
+
+
+def test_cloning_the_best_rule_reproduces_it():
+    mix = training_mix(["lan-1.5x"], images=60, randomize=False)
+    encoder = mix_encoder(mix, ("jsq-0.5", "jsq-0.25"))
+    weights = REWARD_PRESETS["slo"]
+    demos = collect_demonstrations(
+        lambda make: SlimRoutingEnv(make, encoder, weights), mix.cluster,
+        ("jsq-0.5", "jsq-0.25"), [0, 1], lambda c, r: episode_score(c, r).score,
+    )  # fmt: skip
+    assert sum(demos.teachers.values()) == 2 and len(demos) > 50
+    torch.manual_seed(0)
+    policy = new_policy(encoder, (32,))
+    history = clone(policy, demos, epochs=30, learning_rate=1e-2)
+    assert history[-1]["agreement"] > 0.98
+    teacher = max(demos.teachers, key=demos.teachers.__getitem__)
+    learned = PPORouter(policy=policy, encoder=encoder, greedy=True)
+    assert episode_score(mix.cluster(5), learned) == episode_score(
+        mix.cluster(5), ROUTERS.create(teacher)
+    )
+
+
+def test_training_writes_the_best_router_curves_and_resumes_exactly(tmp_path):
+    whole = train_learned_router(TINY, tmp_path / "whole", progress=False)
+    rows = list(csv.DictReader((tmp_path / "whole" / "learned-curves.csv").open()))
+    assert [r["phase"] for r in rows] == ["bc", "ppo", "ppo"]
+    assert (tmp_path / "whole" / "learned-curves.png").is_file()
+    assert whole.best.score == max(float(r["score"]) for r in rows)
+    assert whole.best.score >= float(rows[0]["score"])  # never worse than the cloned rule
+    router = ROUTERS.create("learned", checkpoint=whole.checkpoint)
+    assert router.greedy and router.encoder.advisors == TINY.advisors
+    half = TINY.model_copy(update={"ppo_steps": 64})
+    train_learned_router(half, tmp_path / "split", progress=False)
+    resumed = train_learned_router(TINY, tmp_path / "split", resume=True, progress=False)
+    assert resumed.history == whole.history
+    saved = [
+        torch.load(tmp_path / run / "train-state.pt", weights_only=True)
+        for run in ("whole", "split")
+    ]
+    for key, value in saved[0]["policy"].items():
+        assert torch.equal(value, saved[1]["policy"][key])
+    with pytest.raises(DataError, match="changed: images"):
+        train_learned_router(
+            TINY.model_copy(update={"images": 61}), tmp_path / "split", resume=True
+        )
+    with pytest.raises(DataError, match="no training state"):
+        train_learned_router(TINY, tmp_path / "none", resume=True)
