@@ -14,7 +14,9 @@ Modes:
     with its own load, so each node is a distinct regressor row (the worst case for prediction).
 
 Server and client share this process and machine (the client's work counts too); one kept-alive
-connection; client-side round trips; warm-up requests first. Without ``--repo`` the regressor is
+connection; client-side round trips; warm-up requests first. The same work is then timed
+in-process without HTTP (parse, score, encode), in wall and in CPU time: on a machine that other
+jobs share, CPU time is what the work itself costs. Without ``--repo`` the regressor is
 an XGBoost fitted here on rows whose P90 follows FLOPs / (rate · cores · clock) — latency does not
 depend on how good the fit is, only on the model's size.
 """
@@ -34,12 +36,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import orjson
 
 from hetsched.core.web import ServiceConfig
 from hetsched.core.web_server import ServiceServer
 from hetsched.tail.catalog import default_catalog
 from hetsched.tail.extender import SHARE_WITHIN, Extender
-from hetsched.tail.extender_app import create_extender_app
+from hetsched.tail.extender_app import create_extender_app, parse_args_json
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.regressors import (
     REGRESSORS,
@@ -127,7 +130,20 @@ def measure(fitted: FittedRegressor, mode: str, nodes: int, requests: int) -> di
                     latencies.append(elapsed_ms)
     finally:
         server.stop()
-    return {"mode": mode, "nodes": nodes, "request_kib": len(body) / 1024, **summary(latencies)}
+    compute, cpu = [], []
+    for _ in range(requests):  # the same work in-process: parse, score, encode (no HTTP)
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        orjson.dumps(extender.prioritize(parse_args_json(body))[0])
+        compute.append((time.perf_counter() - start) * 1e3)
+        cpu.append((time.thread_time() - start_cpu) * 1e3)
+    return {
+        "mode": mode,
+        "nodes": nodes,
+        "request_kib": len(body) / 1024,
+        **summary(latencies),
+        "compute": summary(compute),
+        "compute_cpu": summary(cpu),  # CPU time: what the work costs when other jobs share
+    }
 
 
 def exchange(host: str, port: int, data: bytes, trickle_s: float = 0.0) -> tuple[float, bytes]:
@@ -210,7 +226,10 @@ def main() -> None:
             results.append(r)
             print(
                 f"{mode:5s} {nodes:5d} nodes ({r['request_kib']:7.0f} KiB): p50 {r['p50_ms']:6.2f}"
-                f"  p90 {r['p90_ms']:6.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:6.2f} ms"
+                f"  p90 {r['p90_ms']:6.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:6.2f} ms;"
+                f" no HTTP p50 {r['compute']['p50_ms']:6.2f}  p99 {r['compute']['p99_ms']:6.2f};"
+                f" its CPU time p50 {r['compute_cpu']['p50_ms']:6.2f}"
+                f"  p99 {r['compute_cpu']['p99_ms']:6.2f} ms"
             )
     refused = abuse(fitted)
     for name, r in refused.items():
