@@ -30,6 +30,11 @@ from hetsched.slim.live.profile_plots import plot_profile
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.model.pipeline import measure_checkpoint, paper_tables, train_with_progress
 from hetsched.slim.model.train import TrainConfig
+from hetsched.slim.router_training.learned_training import (
+    LearnedRouterConfig,
+    learned_router_table,
+    train_learned_router,
+)
 from hetsched.slim.router_training.trainer import ppo_budget
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.reward import RewardWeights, reward_weights
@@ -161,19 +166,95 @@ def scenarios_command() -> None:
 
 @app.command("train-router")
 def train_router_command(
-    preset: str = typer.Option("efficiency", help="Reward preset: efficiency or balanced."),
-    reward: Path | None = typer.Option(None, help="YAML with reward weights (overrides preset)."),
-    steps: int = typer.Option(30_000, help="Training decisions (PPO total timesteps)."),
+    method: str = typer.Option(
+        "learned",
+        help="learned: behaviour cloning from the best rule + PPO fine-tuning over the training"
+        " scenarios, extended features, SLO reward; ppo: the paper's PPO on one scenario.",
+    ),
+    preset: str | None = typer.Option(
+        None,
+        help="Reward preset: slo (default for learned), efficiency (default for ppo), balanced.",
+    ),
+    reward: Path | None = typer.Option(
+        None, help="ppo: YAML with reward weights (overrides preset)."
+    ),
+    steps: int | None = typer.Option(
+        None, help="PPO decisions (default: 120000 fine-tuning for learned, 30000 for ppo)."
+    ),
     rollout: int = typer.Option(1024, help="Decisions per PPO update."),
     seed: int = typer.Option(0),
-    out: Path = typer.Option(Path("runs/router"), help="Folder for checkpoint and curves."),
+    out: Path = typer.Option(Path("runs/router"), help="Folder for checkpoints and curves."),
+    scenarios: str | None = typer.Option(
+        None,
+        "--scenarios",
+        help="learned: comma-separated training scenarios (default: every shipped one not held"
+        " out; held-out ones are refused).",
+    ),
+    advisors: str | None = typer.Option(
+        None, help="learned: comma-separated rules seen as features and cloned (default: 5 rules)."
+    ),
+    demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
+    resume: bool = typer.Option(
+        False, help="learned: continue from OUT/train-state.pt (same settings; --steps may grow)."
+    ),
     scenario_name: str | None = _SCENARIO_OPT,
     images: int | None = _IMAGES_OPT,
     accuracy_table: str | None = _ACCURACY_OPT,
 ) -> None:
-    """Trains a PPO router in the simulated cluster; writes a checkpoint and training curves."""
+    """Trains a router in the simulated cluster; writes checkpoints and learning curves."""
     torch.set_num_threads(1)
-    scenario = _scenario(scenario_name, images, accuracy_table)
+    if images is not None and images < 1:
+        raise ConfigError(f"--images: expected at least 1 image, got {images}")
+    if method == "ppo":
+        if scenarios or advisors or demo_episodes is not None or resume:
+            raise ConfigError(
+                "--scenarios, --advisors, --demo-episodes and --resume apply to --method learned"
+            )
+        _train_paper_router(
+            preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
+            _scenario(scenario_name, images, accuracy_table),
+        )  # fmt: skip
+        return
+    if method != "learned":
+        raise ConfigError(f"--method: expected learned or ppo, got {method!r}")
+    if scenario_name is not None or reward is not None or accuracy_table is not None:
+        raise ConfigError(
+            "--scenario, --reward and --accuracy-table apply to --method ppo (learned: --scenarios)"
+        )
+    updates = {
+        "scenarios": None if scenarios is None else _names(scenarios),
+        "advisors": None if advisors is None else _names(advisors),
+        "preset": preset,
+        "images": images,
+        "ppo_steps": steps,
+        "rollout": rollout,
+        "demo_episodes": demo_episodes,
+        "seed": seed,
+    }
+    config = validate_config(
+        {k: v for k, v in updates.items() if v is not None}, LearnedRouterConfig, "command line"
+    )
+    console = Console()
+    result = train_learned_router(config, out, resume=resume, console=console)
+    console.print(learned_router_table(result))
+    console.print(f"router: {result.checkpoint}; curves: {out / 'learned-curves.png'}")
+
+
+def _names(text: str) -> list[str]:
+    """Comma-separated names, blanks dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _train_paper_router(
+    preset: str,
+    reward: Path | None,
+    steps: int,
+    rollout: int,
+    seed: int,
+    out: Path,
+    scenario: ScenarioConfig,
+) -> None:
+    """The paper's PPO router on one scenario (``--method ppo``)."""
     weights = load_config(reward, RewardWeights) if reward else reward_weights(preset)
     name = f"ppo-{preset if reward is None else reward.stem}"
     trained = train_scenario_router(

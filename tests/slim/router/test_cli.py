@@ -17,8 +17,8 @@ def invoke(*args):
 
 
 def test_train_then_evaluate_router(tmp_path):
-    invoke("train-router", "--preset", "balanced", "--steps", "96", "--rollout", "32",
-           "--out", str(tmp_path), *TINY)  # fmt: skip
+    invoke("train-router", "--method", "ppo", "--preset", "balanced", "--steps", "96",
+           "--rollout", "32", "--out", str(tmp_path), *TINY)  # fmt: skip
     checkpoint = tmp_path / "ppo-balanced.pt"
     assert checkpoint.is_file()
     curves = json.loads((tmp_path / "ppo-balanced-curves.json").read_text())
@@ -45,6 +45,27 @@ def test_experiment_prints_tables_iii_to_v(tmp_path):
         "ppo-balanced",
     }
     assert (tmp_path / "comparison.png").is_file()
+
+
+def test_train_the_learned_router_then_resume(tmp_path):
+    args = ["train-router", "--scenarios", "lan-1.5x", "--advisors", "jsq-0.25,slackfit",
+            "--images", "40", "--demo-episodes", "1", "--rollout", "32",
+            "--out", str(tmp_path)]  # fmt: skip
+    out = invoke(*args, "--steps", "64")
+    assert "learned router vs the rules it saw" in out and "slackfit" in out
+    assert (tmp_path / "learned.pt").is_file() and (tmp_path / "learned-curves.png").is_file()
+    invoke(*args, "--steps", "96", "--resume")
+    rows = (tmp_path / "learned-curves.csv").read_text().splitlines()
+    assert len(rows) == 1 + 1 + 2  # header, cloning, a chunk of 64 decisions and one of 32
+
+
+def test_train_router_options_of_the_other_method_are_refused():
+    from hetsched.core.errors import ConfigError
+
+    for args in (["--method", "ppo", "--resume"], ["--scenario", "paper"], ["--method", "x"],
+                 ["--scenarios", "failure"]):  # fmt: skip
+        result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
+        assert isinstance(result.exception, ConfigError), args
 
 
 def test_bad_seeds_and_unknown_router_are_clean_errors(tmp_path):

@@ -30,12 +30,17 @@ import torch
 from pydantic import Field
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from hetsched.core.config import StrictModel
 from hetsched.core.errors import DataError
 from hetsched.core.seeding import seed_everything
 from hetsched.rl import FactoredActorCritic, PPOConfig, train
-from hetsched.slim.router_training.behaviour_cloning import clone, collect_demonstrations
+from hetsched.slim.router_training.behaviour_cloning import (
+    ClusterFactory,
+    clone,
+    collect_demonstrations,
+)
 from hetsched.slim.router_training.curves import write_curves
 from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.scenario_mix import mix_encoder, training_mix
@@ -111,6 +116,21 @@ def validate(
     )
 
 
+@dataclass
+class TrainingState:
+    """What a resumed run needs (saved after cloning and after every PPO chunk)."""
+
+    history: list[dict[str, Any]]
+    references: dict[str, dict[str, float]]
+    """Each advisor's mean validation score (as plain fields)."""
+    teachers: dict[str, int]
+    best_score: float
+    chunks: int = 0
+    """PPO chunks done (each has its own seed)."""
+    decisions: int = 0
+    """PPO decisions done."""
+
+
 def train_learned_router(
     config: LearnedRouterConfig,
     out_dir: Path,
@@ -122,8 +142,11 @@ def train_learned_router(
     """Runs the four steps of the module docstring; writes ``learned.pt``, the resumable state
     and the learning curves (CSV and PNG) under ``out_dir``.
 
+    A resumed run continues with the next chunk; it is the uninterrupted run exactly when the
+    interrupted one stopped at a chunk boundary (``chunk_updates x rollout`` decisions).
+
     Raises:
-        DataError: ``resume`` without a state file, or a state from another configuration.
+        DataError: ``resume`` without a state file, or a state from other settings.
     """
     console = console or Console()
     mix = training_mix(config.scenarios, config.images, config.randomize)
@@ -133,27 +156,24 @@ def train_learned_router(
     top1 = mean_top1(next(iter(mix.scenarios.values())))
     out_dir.mkdir(parents=True, exist_ok=True)
     router_path, state_path = out_dir / ROUTER_FILE, out_dir / STATE_FILE
+    metadata = {"config": config.model_dump(mode="json"), "reward": weights.model_dump()}
 
-    def make_env(make_cluster: Any) -> SlimRoutingEnv:
+    def make_env(make_cluster: ClusterFactory) -> SlimRoutingEnv:
         return SlimRoutingEnv(make_cluster, encoder, weights, top1)
 
-    def greedy(policy: FactoredActorCritic) -> Callable[[int], Router]:
-        return lambda seed: PPORouter(policy=policy, encoder=encoder, seed=seed, greedy=True)
+    def greedy(seed: int) -> Router:
+        return PPORouter(policy=policy, encoder=encoder, seed=seed, greedy=True)
 
-    metadata = {"config": config.model_dump(mode="json"), "reward": weights.model_dump()}
     seed_everything(config.seed)
     policy = new_policy(encoder, config.hidden_sizes)
     if resume:
-        state = _load_state(state_path, config)
-        policy.load_state_dict(state["policy"])
-        history, references = state["history"], state["references"]
-        best_score, first_chunk, teachers = state["best_score"], state["chunk"], state["teachers"]
+        state = _load_state(state_path, config, policy)
     else:
         references = {
             name: asdict(validate(partial(_registered, name), episodes)) for name in config.advisors
         }
-        for name, score in references.items():
-            console.print(f"advisor {name}: validation {EpisodeScore(**score)}", highlight=False)
+        for name, fields in references.items():
+            console.print(f"advisor {name}: validation {EpisodeScore(**fields)}", highlight=False)
         demos = collect_demonstrations(
             make_env,
             mix.cluster,
@@ -162,50 +182,64 @@ def train_learned_router(
             lambda cluster, router: episode_score(cluster, router).score,
             progress=progress,
         )
-        teachers = demos.teachers
         fit = clone(policy, demos, epochs=config.bc_epochs,
                     learning_rate=config.bc_learning_rate, seed=config.seed)  # fmt: skip
-        cloned = validate(greedy(policy), episodes)
+        cloned = validate(greedy, episodes)
         console.print(
-            f"cloned {len(demos)} decisions of teachers {teachers} ({demos.masked_out} masked"
-            f" out): agreement {fit[-1]['agreement']:.3f}; validation {cloned}",
+            f"cloned {len(demos)} decisions of teachers {demos.teachers} ({demos.masked_out}"
+            f" masked out): agreement {fit[-1]['agreement']:.3f}; validation {cloned}",
             highlight=False,
         )
         history = [_row("bc", 0, cloned, agreement=fit[-1]["agreement"])]
-        best_score, first_chunk = cloned.score, 0
+        state = TrainingState(history, references, demos.teachers, cloned.score)
         save_router(router_path, policy, encoder, config.hidden_sizes, metadata)
-        _save_state(state_path, policy, config, history, references, best_score, 0, teachers)
+        _save_state(state_path, policy, config, state)
     chunk_steps = config.chunk_updates * config.rollout
-    chunks = -(-config.ppo_steps // chunk_steps)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, disable=not progress, transient=True) as bar:
-        task = bar.add_task("PPO fine-tuning", total=chunks, completed=first_chunk)
-        for chunk in range(first_chunk, chunks):
-            ppo = _chunk_config(
-                config, chunk, min(chunk_steps, config.ppo_steps - chunk * chunk_steps)
+        task = bar.add_task("PPO fine-tuning", total=config.ppo_steps, completed=state.decisions)
+        while state.decisions < config.ppo_steps:
+            steps = min(chunk_steps, config.ppo_steps - state.decisions)
+            result = train(
+                _chunk_config(config, state.chunks, steps), make_env(mix.cluster), policy
             )
-            result = train(ppo, make_env(mix.cluster), policy)
-            policy.eval()
-            score = validate(greedy(policy), episodes)
+            score = validate(greedy, episodes)
             returns = [h["charts/mean_return"] for h in result.history]
-            history.append(_row("ppo", (chunk + 1) * chunk_steps, score,
-                                mean_return=sum(returns) / max(1, len(returns))))  # fmt: skip
-            if score.score > best_score:
-                best_score = score.score
+            state.chunks, state.decisions = state.chunks + 1, state.decisions + steps
+            state.history.append(_row("ppo", state.decisions, score,
+                                      mean_return=sum(returns) / max(1, len(returns))))  # fmt: skip
+            if score.score > state.best_score:
+                state.best_score = score.score
                 save_router(router_path, policy, encoder, config.hidden_sizes, metadata)
-            _save_state(
-                state_path, policy, config, history, references, best_score, chunk + 1, teachers
-            )
-            bar.update(task, advance=1, description=f"PPO fine-tuning (best {best_score:.4f})")
-    write_curves(history, references, out_dir / "learned-curves")
-    best = max(history, key=lambda row: row["score"])
+            _save_state(state_path, policy, config, state)
+            bar.update(task, advance=steps, description=f"PPO (best {state.best_score:.4f})")
+    write_curves(state.history, state.references, out_dir / "learned-curves")
+    best = max(state.history, key=lambda row: row["score"])
     return LearnedRouterResult(
         router_path,
-        history,
-        {name: EpisodeScore(**score) for name, score in references.items()},
+        state.history,
+        {name: EpisodeScore(**fields) for name, fields in state.references.items()},
         EpisodeScore(best["slo_attainment"], best["accuracy"]),
-        teachers,
+        state.teachers,
     )
+
+
+def learned_router_table(result: LearnedRouterResult) -> Table:
+    """Validation of every advisor rule beside the learned router's best point."""
+    table = Table(title="learned router vs the rules it saw (validation episodes)")
+    for column in ("router", "SLO attainment", "accuracy", "score", "teacher on"):
+        table.add_column(column, justify="left" if column == "router" else "right")
+    rows = [*result.references.items(), ("learned", result.best)]
+    for name, score in rows:
+        taught = result.teachers.get(name)
+        table.add_row(
+            name,
+            f"{100 * score.slo_attainment:.2f} %",
+            f"{100 * score.accuracy:.2f} %",
+            f"{score.score:.4f}",
+            "" if taught is None else f"{taught} episodes",
+        )
+    return table
 
 
 def _registered(name: str, seed: int) -> Router:
@@ -246,39 +280,39 @@ def _row(phase: str, decisions: int, score: EpisodeScore, **extra: float) -> dic
 
 
 def _save_state(
-    path: Path,
-    policy: FactoredActorCritic,
-    config: LearnedRouterConfig,
-    history: list[dict[str, Any]],
-    references: dict[str, dict[str, float]],
-    best_score: float,
-    chunk: int,
-    teachers: dict[str, int],
+    path: Path, policy: FactoredActorCritic, config: LearnedRouterConfig, state: TrainingState
 ) -> None:
+    """The policy's state dict, the settings and the plain fields of ``state`` (loadable with
+    ``weights_only=True``)."""
     torch.save(
-        {
-            "policy": policy.state_dict(),
-            "config": config.model_dump(mode="json"),
-            "history": history,
-            "references": references,
-            "best_score": best_score,
-            "chunk": chunk,
-            "teachers": teachers,
-        },
+        {"policy": policy.state_dict(), "config": config.model_dump(mode="json"), **asdict(state)},
         path,
     )
 
 
-def _load_state(path: Path, config: LearnedRouterConfig) -> dict[str, Any]:
+def _load_state(
+    path: Path, config: LearnedRouterConfig, policy: FactoredActorCritic
+) -> TrainingState:
+    """Reads what :func:`_save_state` wrote into ``policy`` and a :class:`TrainingState`.
+
+    Raises:
+        DataError: A missing or foreign file, or one saved with other settings (only
+            ``ppo_steps`` may grow).
+    """
     if not path.is_file():
         raise DataError("no training state to resume (run without --resume first)", path=str(path))
     try:
-        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
-        saved = state["config"]
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        policy.load_state_dict(saved.pop("policy"))
+        settings = saved.pop("config")
+        state = TrainingState(**saved)
     except (KeyError, RuntimeError, TypeError, ValueError) as error:
         raise DataError(f"not a training state: {error}", path=str(path)) from None
-    changed = sorted(k for k, v in config.model_dump(mode="json").items()
-                     if k not in ("ppo_steps",) and saved.get(k) != v)  # fmt: skip
+    changed = sorted(
+        key
+        for key, value in config.model_dump(mode="json").items()
+        if key != "ppo_steps" and settings.get(key) != value
+    )
     if changed:
         raise DataError(
             f"resume with the same settings; changed: {', '.join(changed)}", path=str(path)
