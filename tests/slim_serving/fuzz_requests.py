@@ -230,12 +230,15 @@ def send_and_check(client: httpx.Client, request: FuzzRequest) -> int:
     """Sends ``request``; returns the status after checking the reply.
 
     Raises:
-        BadReplyError: For a 5xx or an error reply without ``{"error", "reason"}``.
+        BadReplyError: For a 5xx (but 504 ``deadline_exceeded``: an accepted request whose own
+            deadline passed) or an error reply without ``{"error", "reason"}``.
         httpx.TransportError: The connection dropped or hung (past the client's timeout).
     """
     response = client.request(
         request.method, request.path, headers=request.headers, content=request.body
     )
+    if response.status_code == 504 and response.json().get("reason") == "deadline_exceeded":
+        return 504  # a valid request whose own (fuzzed, tight) deadline passed while queued
     if response.status_code >= 500:
         raise BadReplyError(f"{response.status_code} for {request}: {response.text[:300]}")
     if response.status_code >= 400 and request.method != "HEAD":

@@ -48,3 +48,15 @@ def test_estimate_smooths_towards_the_new_rate():
     estimate.record(10, 1.0)
     estimate.record(20, 1.0)
     assert estimate.images_per_s == pytest.approx(15.0)  # half of the old rate kept after 1 s
+
+
+def test_deadline_below_the_fastest_image_ever_is_refused_with_422():
+    controller = AdmissionController(100)
+    assert controller.check(1, servers_up=1, deadline_s=0.001) is None  # nothing known yet
+    controller.observe_latency(0.030)
+    controller.observe_latency(0.020)
+    controller.observe_latency(0.050)
+    refusal = controller.check(1, servers_up=1, deadline_s=0.015)
+    assert refusal is not None and (refusal.status, refusal.reason) == (422, "deadline_too_short")
+    assert "0.020 s" in str(refusal)
+    assert controller.check(1, servers_up=1, deadline_s=0.5) is None

@@ -6,6 +6,8 @@ early instead, with a status and a reason a client can act on:
 * **429 queue_full**: accepting the request would put more than ``max_images_in_system`` images in
   the system (queued or running); the client should back off and retry.
 * **503 no_server**: no server is up; nothing can be served until one rejoins.
+* **422 deadline_too_short**: the deadline is shorter than the fastest image ever answered, so
+  no retry can meet it.
 * **429 deadline_unmeetable**: the request's deadline is shorter than the expected time to serve
   it, estimated as the images ahead of it plus its own divided by the recent completion rate (an
   EWMA of images per second while busy). It is load, not a bad request: retrying later may work.
@@ -74,6 +76,9 @@ class AdmissionController:
         self.deadline_headroom = deadline_headroom
         self.images_in_system = 0
         self.throughput = ThroughputEstimate()
+        self.fastest_image_s: float | None = None
+        """The shortest time any image took from acceptance to answer: a deadline below it cannot
+        be met even on an idle system at the narrowest widths."""
         self._busy_since_s: float | None = None
 
     def expected_wait_s(self, images: int) -> float | None:
@@ -93,6 +98,14 @@ class AdmissionController:
         if servers_up == 0:
             return RequestError(
                 503, "no server is up; retry when one has rejoined", "no_server", retry_after_s=1.0
+            )
+        fastest_s = self.fastest_image_s
+        if deadline_s is not None and fastest_s is not None and deadline_s < fastest_s:
+            return RequestError(
+                422,
+                f"deadline {deadline_s:.3f} s is shorter than the fastest image this server has"
+                f" ever answered ({fastest_s:.3f} s): it cannot be met at any load",
+                "deadline_too_short",
             )
         wait_s = self.expected_wait_s(images)
         if self.images_in_system + images > self.max_images_in_system:
@@ -128,6 +141,11 @@ class AdmissionController:
         if self.images_in_system == 0:
             self._busy_since_s = now_s
         self.images_in_system += images
+
+    def observe_latency(self, latency_s: float) -> None:
+        """Records one answered image's time from acceptance to answer."""
+        if self.fastest_image_s is None or latency_s < self.fastest_image_s:
+            self.fastest_image_s = latency_s
 
     def release(self, now_s: float, images: int, *, completed: bool) -> None:
         """Frees room for ``images`` answered at ``now_s`` (``completed``: served, not failed)."""

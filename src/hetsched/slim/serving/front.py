@@ -531,6 +531,7 @@ class Front:
         self.completed += 1
         self.metrics.images.labels("served").inc()
         self.metrics.image_seconds.observe(result.latency_s)
+        self.admission.observe_latency(result.latency_s)
         if self._settle(job, completed=True):
             job.future.set_result(result)
 
