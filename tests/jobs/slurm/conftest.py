@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.jobs.slurm.local import LocalSlurm, missing_requirements
+from hetsched.jobs.slurm.local_config import LocalClusterSpec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -131,7 +132,23 @@ def basic_slurm(tmp_path_factory) -> LocalSlurm:
     reason = missing_requirements()
     if reason is not None:
         pytest.skip(reason)
-    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm") / "basic", priority_type="priority/basic")
+    spec = LocalClusterSpec(priority_type="priority/basic")
+    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm") / "basic", spec)
+    slurm.start()
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+
+
+@pytest.fixture(scope="module")
+def multi_slurm(tmp_path_factory) -> LocalSlurm:
+    """Four nodes on this host (Slurm's multiple-slurmd mode) with 4, 2, 2 and 1 GPUs."""
+    reason = missing_requirements()
+    if reason is not None:
+        pytest.skip(reason)
+    spec = LocalClusterSpec(node_gpus=(4, 2, 2, 1))
+    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm") / "multi", spec)
     slurm.start()
     try:
         yield slurm

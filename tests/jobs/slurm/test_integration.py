@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.heuristics import SJF
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
@@ -102,6 +103,54 @@ def test_priority_basic_managed_jobs_go_above_fifo_and_restore_exactly(basic_slu
     assert {j.state for j in jobs.values()} == {"COMPLETED"}
     starts = [jobs[i].start_time_s for i in (late, ids[2], ids[1], ids[0])]
     assert starts == sorted(set(starts)), starts  # SJF again: the late 5 s job first
+
+
+def test_milp_advice_acts_on_several_nodes_and_restores_exactly(multi_slurm):
+    """A 1-GPU job runs on n1 (4 GPUs). Slurm alone would put a 2-GPU job next to it; the MILP
+    placer isolates it on an idle 2-GPU node, so the adapter sets OverSubscribe=NO and the job
+    starts there alone. A job at YES gets YES back on restore; one at OK is never touched."""
+    client = multi_slurm.client()
+    assert [(n.name, n.num_gpus) for n in client.nodes()] == [
+        ("n1", 4),
+        ("n2", 2),
+        ("n3", 2),
+        ("n4", 1),
+    ]
+    blocker = client.submit(SubmitRequest("blocker", 30.0, 1, 60))
+    wait_for(lambda: states(client, [blocker])[blocker].running, 15, "the blocker to start")
+
+    def later(name: str, begin_s: int, oversubscribe: bool) -> int:
+        argv = ["sbatch", "--parsable", "--output=/dev/null", f"--job-name={name}"]
+        argv += ["--gres=gpu:2", "--cpus-per-task=2", "--time=1", f"--begin=now+{begin_s}"]
+        argv += ["--oversubscribe"] * oversubscribe + ["--wrap=sleep 1"]
+        return int(client.run(argv).strip())
+
+    soon, waiting, default = (
+        later("soon", 3, True),
+        later("yes", 300, True),
+        later("ok", 300, False),
+    )
+    config = AdapterConfig(interval_s=0.5, placer=PLACERS.create("milp"), advice_top_k=8)
+    adapter = SlurmAdapter(client, SJF(), config)
+    report = adapter.scan()
+    isolated = {c.job_id for c in report.changes if c.what == "oversubscribe"}
+    assert isolated == {soon, waiting} and not report.failures
+    jobs = states(client, [soon, waiting, default])
+    assert (jobs[soon].shared, jobs[waiting].shared, jobs[default].shared) == ("none", "none", None)
+    wait_for(lambda: not states(client, [soon])[soon].pending, 20, "the isolated job to start")
+    placed = {j.job_id: j for j in client.jobs()}
+    node_of = {
+        i: client.run(["squeue", "-h", "-j", str(i), "-o", "%N"]).strip() for i in (blocker, soon)
+    }
+    assert node_of[blocker] == "n1" and node_of[soon] in ("n2", "n3"), node_of
+    restored = adapter.restore()
+    assert [(c.job_id, c.what, c.new) for c in restored if "oversubscribe" in c.what] == [
+        (waiting, "restore-oversubscribe", "YES")
+    ]
+    jobs = states(client, [waiting, default])
+    assert (jobs[waiting].shared, jobs[default].shared) == ("shared", None)
+    assert placed[soon].shared == "none"
+    client.cancel([blocker, waiting, default])
 
 
 class CancelOneWhileScoring:

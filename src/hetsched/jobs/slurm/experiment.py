@@ -36,6 +36,7 @@ from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient
 from hetsched.jobs.slurm.local import LocalSlurm
+from hetsched.jobs.slurm.local_config import LocalClusterSpec
 from hetsched.jobs.slurm.workload import submit_workload
 from hetsched.jobs.traces.job_table import JobTable
 
@@ -134,7 +135,7 @@ def run_live_arm(
     """Submits the workload to a fresh local Slurm, with the adapter running when ``policy`` is
     given, and measures the outcome from Slurm's own submit/start/end times."""
     start = time.perf_counter()
-    with LocalSlurm(root, gpus=gpus, cpus=cpus) as slurm:
+    with LocalSlurm(root, LocalClusterSpec((gpus,), cpus)) as slurm:
         client = slurm.client()
         stop = threading.Event()
         changes: list[int] = []

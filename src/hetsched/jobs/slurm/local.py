@@ -1,21 +1,16 @@
-"""A private single-node Slurm 22.05 with fake GPUs, for tests and the scaled experiment.
+"""A private Slurm 22.05 on localhost, one or several nodes with fake GPUs, for tests and the
+scaled experiment.
 
-Everything lives in one folder: ``slurm.conf``, ``gres.conf``, state, logs, pid files, the fake
-GPU character devices, and a munged of its own (own socket and pid file, the key copied from
-``/etc/munge/munge.key``), so it neither needs nor disturbs a system munged or Slurm. Daemons
-listen on free localhost ports and are stopped by the pids in their pid files.
+Everything lives in one folder: ``slurm.conf`` and ``gres.conf`` (:mod:`.local_config`), state,
+logs, pid files, the fake GPU character devices, and a munged of its own (own socket and pid
+file, the key copied from ``/etc/munge/munge.key``), so it neither needs nor disturbs a system
+munged or Slurm. Daemons (one ``slurmd`` per node) listen on free localhost ports and are stopped
+by the pids in their pid files.
 
 The daemons run as root and trust that folder, so it must be private (see :mod:`.private_dir`):
 :class:`LocalSlurm` creates it itself with mode 0700 under parents no other user can rename
 entries in, refuses a folder that already exists (whoever made it), and writes the key and the
 configuration with ``O_EXCL`` and mode 0600.
-
-The controller runs as in the paper's section 5.6: ``sched/backfill``, ``select/cons_tres``,
-``priority/multifactor`` with equal weights (1000) on every factor. The age and fair-share
-factors stay 0 (seen with ``sprio``: fair share needs slurmdbd, and minutes of age are nothing
-against the default 7-day ``PriorityMaxAge``), so Slurm's own order comes from job size (CPUs;
-submitted jobs ask one CPU per GPU) and, on ties, submission order. ``bf_interval=1`` lets the
-backfill pass keep up with jobs of a few seconds.
 
 Needs root (daemons, ``mknod``) and the Debian packages ``slurm-wlm`` and ``munge``;
 :func:`missing_requirements` says which is absent.
@@ -33,6 +28,7 @@ from pathlib import Path
 from hetsched.core.errors import HetschedError
 from hetsched.jobs.slurm.binaries import find_binary
 from hetsched.jobs.slurm.client import SlurmClient, SlurmCommandError
+from hetsched.jobs.slurm.local_config import LocalClusterSpec, gres_conf_text, slurm_conf_text
 from hetsched.jobs.slurm.private_dir import (
     check_new_private_dir,
     create_private_dir,
@@ -80,30 +76,41 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def _read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _stop_pids(pids: list[int | None], timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL what still runs after ``timeout_s`` (0: SIGKILL at once)."""
+    alive = [p for p in pids if p is not None and _alive(p)]
+    if timeout_s > 0:
+        for pid in alive:
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while any(_alive(p) for p in alive) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for pid in alive:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while any(_alive(p) for p in alive) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 class LocalSlurm:
-    """Starts and stops munged, slurmctld and slurmd on localhost in ``root``.
+    """Starts and stops munged, slurmctld and one slurmd per node on localhost in ``root``.
 
     Args:
         root: Folder for every file; must not exist yet (:meth:`start` creates it, private).
-        gpus: Fake GPUs on the node.
-        cpus: CPUs declared for the node (``config_overrides``: may exceed the real count, so
-            that GPUs, not this machine's cores, are the scarce resource).
-        partition: Name of the one partition.
+        spec: Nodes, GPUs, CPUs, partition and priority plugin.
     """
 
-    def __init__(
-        self,
-        root: Path,
-        gpus: int = 4,
-        cpus: int = 4,
-        partition: str = "debug",
-        priority_type: str = "priority/multifactor",
-    ) -> None:
+    def __init__(self, root: Path, spec: LocalClusterSpec | None = None) -> None:
         self.root = Path(root)
-        self.gpus = gpus
-        self.cpus = cpus
-        self.partition = partition
-        self.priority_type = priority_type
+        self.spec = spec or LocalClusterSpec()
         self._created = False
 
     @property
@@ -112,12 +119,14 @@ class LocalSlurm:
         return self.root / "slurm.conf"
 
     @property
+    def _controller_pid_file(self) -> Path:
+        return self.root / "run" / "slurmctld.pid"
+
+    @property
     def _pid_files(self) -> list[Path]:
-        return [
-            self.root / "run" / "slurmd.pid",
-            self.root / "run" / "slurmctld.pid",
-            self.root / "munge" / "munged.pid",
-        ]
+        run = self.root / "run"
+        nodes = [run / f"slurmd-{name}.pid" for name in self.spec.node_names]
+        return [*nodes, self._controller_pid_file, self.root / "munge" / "munged.pid"]
 
     def client(self) -> SlurmClient:
         """A client bound to this cluster's ``slurm.conf``."""
@@ -130,52 +139,17 @@ class LocalSlurm:
         r = self.root
         for sub in ("state", "spool", "run", "log", "dev", "munge"):
             os.mkdir(r / sub, 0o700)
+        for name in self.spec.node_names:
+            os.mkdir(r / "spool" / name, 0o700)
         write_private_file(r / "munge" / "munge.key", MUNGE_KEY.read_bytes())
-        for i in range(self.gpus):
-            # A character device like /dev/null: gres.conf's File= must name one.
-            os.mknod(r / "dev" / f"gpu{i}", 0o600 | 0o020000, os.makedev(1, 3))
-        lines = [
-            "ClusterName=hetsched-local",
-            "SlurmctldHost=localhost",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            "AuthType=auth/munge",
-            f"AuthInfo=socket={r / 'munge' / 'munge.sock'}",
-            "CredType=cred/munge",
-            "MpiDefault=none",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core",
-            "SchedulerType=sched/backfill",
-            "SchedulerParameters=bf_interval=1",
-            f"PriorityType={self.priority_type}",
-            *(
-                f"PriorityWeight{factor}=1000"
-                for factor in ("Age", "Fairshare", "JobSize", "Partition", "QOS")
-                if self.priority_type == "priority/multifactor"
-            ),
-            "SlurmdParameters=config_overrides",
-            "ReturnToService=2",
-            f"StateSaveLocation={r / 'state'}",
-            f"SlurmdSpoolDir={r / 'spool'}",
-            f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}",
-            f"SlurmdPidFile={r / 'run' / 'slurmd.pid'}",
-            f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
-            f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
-            "GresTypes=gpu",
-            f"NodeName=localhost CPUs={self.cpus} RealMemory=20000 Gres=gpu:{self.gpus}"
-            " State=UNKNOWN",
-            f"PartitionName={self.partition} Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
-        ]
-        write_private_file(self.conf, ("\n".join(lines) + "\n").encode())
-        last = self.gpus - 1
-        gres = f"AutoDetect=off\nNodeName=localhost Name=gpu File={r / 'dev'}/gpu[0-{last}]\n"
-        write_private_file(r / "gres.conf", gres.encode())
+        for devices in self.spec.device_ranges:
+            for k in devices:
+                # A character device like /dev/null: gres.conf's File= must name one.
+                os.mknod(r / "dev" / f"gpu{k}", 0o600 | 0o020000, os.makedev(1, 3))
+        ports = [_free_port() for _ in range(len(self.spec.node_gpus) + 1)]
+        conf = slurm_conf_text(self.spec, r, ports[0], ports[1:])
+        write_private_file(self.conf, conf.encode())
+        write_private_file(r / "gres.conf", gres_conf_text(self.spec, r).encode())
 
     def start(self, timeout_s: float = 30.0) -> None:
         """Creates the private folder (first start only), starts the three daemons and waits for
@@ -193,7 +167,6 @@ class LocalSlurm:
                 raise HetschedError(f"cannot start a local Slurm: {reason}")
             self._create_root()
         m = self.root / "munge"
-        env = {**os.environ, "SLURM_CONF": str(self.conf)}
         commands = [
             [
                 find_binary("munged"),
@@ -204,22 +177,40 @@ class LocalSlurm:
                 f"--pid-file={m / 'munged.pid'}",
                 f"--seed-file={m / 'munged.seed'}",
             ],
-            [find_binary("slurmctld"), "-f", str(self.conf)],
-            [find_binary("slurmd"), "-f", str(self.conf), "-N", "localhost"],
+            self._controller_argv(),
+            *(
+                [find_binary("slurmd"), "-f", str(self.conf), "-N", name]
+                for name in self.spec.node_names
+            ),
         ]
         try:
             for argv in commands:
-                done = subprocess.run(
-                    [str(a) for a in argv], env=env, capture_output=True, text=True, check=False
-                )
-                if done.returncode != 0:
-                    raise HetschedError(
-                        f"{argv[0]} did not start: {done.stderr.strip()} (logs in {self.root})"
-                    )
+                self._launch(argv)
             self._wait_idle(timeout_s)
         except BaseException:
             self.stop()
             raise
+
+    def _controller_argv(self) -> list[str | None]:
+        return [find_binary("slurmctld"), "-f", str(self.conf)]
+
+    def _launch(self, argv: list[str | None]) -> None:
+        """Runs one daemon (each forks into the background and writes its pid file)."""
+        env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        done = subprocess.run(
+            [str(a) for a in argv], env=env, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise HetschedError(
+                f"{argv[0]} did not start: {done.stderr.strip()} (logs in {self.root})"
+            )
+
+    def restart_controller(self) -> None:
+        """Kills slurmctld (SIGKILL, as a crash would) and starts it again; it recovers its jobs
+        from the state folder. For testing that clients ride out a controller restart."""
+        _stop_pids([_read_pid(self._controller_pid_file)], timeout_s=0.0)
+        self._controller_pid_file.unlink(missing_ok=True)
+        self._launch(self._controller_argv())
 
     def _wait_idle(self, timeout_s: float) -> None:
         client = SlurmClient(slurm_conf=self.conf, timeout_s=5.0)
@@ -240,21 +231,7 @@ class LocalSlurm:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stops every daemon this instance started (SIGTERM, then SIGKILL after ``timeout_s``)."""
-        pids = []
-        for pid_file in self._pid_files:
-            try:
-                pids.append(int(pid_file.read_text().strip()))
-            except (FileNotFoundError, ValueError):
-                continue
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _stop_pids([_read_pid(f) for f in self._pid_files], timeout_s)
         for pid_file in self._pid_files:
             pid_file.unlink(missing_ok=True)
 
