@@ -117,6 +117,7 @@ class SlimCluster:
         """Images admitted before :attr:`_arrival_times_s` was last rebuilt."""
         self._in_transit = [0] * len(self.servers)
         self._router_free_s = 0.0
+        self._wake_pending = False
         self._next_decision = 0
         self._output_accuracy = accuracy if isinstance(accuracy, OutputAccuracyOracle) else None
         self._image_payload: Callable[[int], Any] | None = None
@@ -224,6 +225,11 @@ class SlimCluster:
         """
         fifo, clock = self.fifo, self.clock
         while not (fifo and clock.now_s() >= self._router_free_s):
+            if fifo and not self._wake_pending:
+                # the router is still busy with its last decision: wake when it is free (only
+                # now, not at every decision: mostly the FIFO is empty until after that moment)
+                self._wake_pending = True
+                clock.schedule(self._router_free_s, self._wake)
             if self.done or not clock.step():
                 return None
         return self.state()
@@ -250,8 +256,6 @@ class SlimCluster:
         requests = [fifo.popleft() for _ in range(count)]
         self._dispatch(block, requests, server, width)
         self._router_free_s = self.clock.now_s() + self.config.decision_time_s
-        if self.config.decision_time_s > 0:
-            self.clock.schedule_in(self.config.decision_time_s, _wake)
         return decision_id
 
     def run(self, router: Router) -> None:
@@ -413,6 +417,10 @@ class SlimCluster:
             )
         )
 
+    def _wake(self) -> None:
+        """The router is free again (the event only moves the clock to that moment)."""
+        self._wake_pending = False
+
     def set_available(self, server: int, available: bool) -> None:
         """Marks ``server`` (un)available to the router (a failed server, then its return)."""
         self.available[server] = available
@@ -441,7 +449,3 @@ class SlimCluster:
     def done(self) -> bool:
         """Every scheduled image has completed."""
         return self.expected_images is not None and len(self.completed) >= self.expected_images
-
-
-def _wake() -> None:
-    """No-op event: it only moves the clock to the moment the router is free again."""
