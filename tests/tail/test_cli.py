@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.tail.dataset import load_csv
-from hetsched.tail.kube import SCHEDULER_NAME, FakeApiServer
+from hetsched.tail.fake_apiserver import FakeApiServer
 
 from .conftest import write_rows_csv
+from .kube_fixtures import make_node, make_pod, write_kubeconfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()
@@ -121,14 +122,22 @@ def test_extender_config_and_schedule(repo_dir):
     result = invoke("extender", "--print-config", "--port", "9999")
     assert 'urlPrefix: "http://127.0.0.1:9999"' in result.output
     assert "ignorable: true" in result.output and "nodeCacheCapable: false" in result.output
-    nodes = json.loads((FIXTURES / "extender_args_nodes.json").read_text())["Nodes"]["items"]
-    pod = json.loads((FIXTURES / "extender_args_nodes.json").read_text())["Pod"]
-    pod["spec"]["schedulerName"] = SCHEDULER_NAME
-    api = FakeApiServer(nodes, [pod])
+
+
+def test_schedule_binds_through_a_kubeconfig(repo_dir, tmp_path):
+    nodes = [make_node("tiny", cpu="2", cordoned=True), make_node("big", cpu="16")]
+    api = FakeApiServer(nodes, [make_pod("p", cpu="4"), make_pod("huge", cpu="64")])
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "unused-token")
     try:
-        result = invoke("schedule", "--api-server", api.url, "--repo", str(repo_dir))
+        args = ["--kubeconfig", str(kubeconfig), "--repo", str(repo_dir), "--rounds", "1"]
+        result = invoke("schedule", *args)
         assert result.exit_code == 0, result.output
-        assert "1 pods bound" in result.output and len(api.bindings) == 1
+        assert "Scheduled default/p → big" in result.output
+        assert "FailedScheduling default/huge: 0/2 nodes are available" in result.output
+        assert "1 pods bound, 1 scheduling failures" in result.output
+        assert [b["target"]["name"] for b in api.bindings] == ["big"]
+        missing = invoke("schedule", "--kubeconfig", str(tmp_path / "none"), *args[2:])
+        assert missing.exit_code != 0 and "not found" in str(missing.exception)
     finally:
         api.close()
 

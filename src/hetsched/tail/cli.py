@@ -249,17 +249,6 @@ def retrain(
     )
 
 
-def _scorer(repo: Path, live_prometheus: str):
-    from hetsched.tail.regressors import ModelRepository
-    from hetsched.tail.scoring import P90Scorer
-    from hetsched.tail.telemetry import PrometheusNodeSource, fetch_capacities
-
-    fitted, _ = ModelRepository(repo).load()
-    source = PrometheusNodeSource(live_prometheus)
-    live = {c.name: c for c in fetch_capacities(source)} if live_prometheus else {}
-    return P90Scorer(fitted, live)
-
-
 @app.command()
 def extender(
     repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
@@ -341,19 +330,73 @@ def extender(
 
 @app.command()
 def schedule(
-    api_server: str = typer.Option(..., help="Kubernetes API server URL (plain HTTP)."),
+    kubeconfig: Path = typer.Option(
+        None, help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)."
+    ),
+    context: str = typer.Option(None, help="kubeconfig context (default: its current one)."),
+    in_cluster: bool = typer.Option(
+        False, "--in-cluster", help="Authenticate as the pod's service account."
+    ),
     repo: Path = typer.Option(Path("runs/tail/models"), help="Versioned model repository."),
+    catalog: Path = typer.Option(
+        None, help="Model-feature catalogue (`tail catalog`); default: the built-in zoo's."
+    ),
     scheduler_name: str = typer.Option("hetsched-tail", help="spec.schedulerName we serve."),
-    rounds: int = typer.Option(1, help="Watch rounds (each ends at the server's timeout)."),
-    node_prometheus: str = typer.Option("", help="Prometheus with node_exporter metrics."),
+    rounds: int = typer.Option(0, min=0, help="Scheduling rounds (0: until Ctrl-C / SIGTERM)."),
+    watch: bool = typer.Option(True, help="Watch for new pods between rounds (else poll)."),
+    poll_interval_s: float = typer.Option(5.0, min=0.1, help="Longest wait between rounds."),
+    bind_attempts: int = typer.Option(5, min=1, help="Bind tries per decision."),
+    seed: int = typer.Option(0, help="Seed of the retry backoff's jitter."),
+    error_band: float = typer.Option(
+        0.0, min=0.0, help="Score dead band in log1p(ms) (0: the model's recorded RMSLE)."
+    ),
+    node_prometheus: str = typer.Option(
+        "", help="Prometheus with node_exporter metrics: live load, refreshed in the background."
+    ),
+    node_label: str = typer.Option("node", help="Series label holding the node name."),
+    telemetry_interval_s: float = typer.Option(15.0, min=0.1, help="Telemetry refresh period."),
+    telemetry_ttl_s: float = typer.Option(
+        60.0, min=0.1, help="A node reading older than this is not used (idle capacity instead)."
+    ),
 ) -> None:
-    """Stand-alone scheduler: watch our pending pods, bind each to its best predicted node."""
-    from hetsched.tail.kube import schedule_pending
+    """Stand-alone scheduler: binds pods with our schedulerName to the feasible node (fit, cordon,
+    taints, nodeSelector, affinity) with the lowest predicted P90; an Event per decision."""
+    from hetsched.tail.extender_app import build_extender
+    from hetsched.tail.kube_cluster import KubeCluster, load_api_client
+    from hetsched.tail.scheduler_loop import LoopSettings, TailScheduler
+    from hetsched.tail.telemetry import PrometheusNodeSource, TelemetryRefresher
 
-    bound = schedule_pending(api_server, _scorer(repo, node_prometheus), scheduler_name, rounds)
-    for pod, node in bound:
-        console.print(f"bound {pod} → {node}")
-    console.print(f"{len(bound)} pods bound")
+    cluster = KubeCluster(load_api_client(kubeconfig, context, in_cluster))
+    ttl_s = telemetry_ttl_s if node_prometheus else None
+    service = build_extender(repo, catalog, error_band or None, ttl_s)
+    settings = LoopSettings(
+        scheduler_name=scheduler_name,
+        bind_attempts=bind_attempts,
+        poll_interval_s=poll_interval_s,
+        seed=seed,
+    )
+    scheduler = TailScheduler(cluster, service.scorer, service.catalog, settings, service.telemetry)
+    refresher = None
+    if node_prometheus and service.telemetry is not None:
+        source = PrometheusNodeSource(node_prometheus, node_label)
+        refresher = TelemetryRefresher(source, service.telemetry, telemetry_interval_s)
+        refresher.start()
+    counts = {"Scheduled": 0, "FailedScheduling": 0}
+    try:
+        for decision in scheduler.run(rounds, watch):
+            counts[decision.outcome] = counts.get(decision.outcome, 0) + 1
+            where = f" → {decision.node}" if decision.node else ""
+            pod = f"{decision.namespace}/{decision.pod}"
+            console.print(f"{decision.outcome} {pod}{where}: {decision.message}", highlight=False)
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        if refresher is not None:
+            refresher.stop()
+    console.print(
+        f"{counts['Scheduled']} pods bound, {counts['FailedScheduling']} scheduling failures",
+        highlight=False,
+    )
 
 
 def _simulated_benchmark(
