@@ -7,7 +7,8 @@ import pytest
 from hetsched.core.devices import DEVICES
 from hetsched.core.events import EventLoop
 from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
-from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
+from hetsched.slim.cluster.config import ClusterConfig
+from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.executor.server import ServerTelemetry

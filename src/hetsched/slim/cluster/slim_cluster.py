@@ -26,48 +26,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from hetsched.slim.cluster.accuracy_oracle import AccuracyOracle, OutputAccuracyOracle
 from hetsched.slim.cluster.completion_model import CompletionModel
+from hetsched.slim.cluster.config import ClusterConfig, EventClock, TransferTime
 from hetsched.slim.cluster.records import Block, CompletedImage, ImageRequest
-from hetsched.slim.executor.server import SegmentServer
+from hetsched.slim.executor.server import SegmentServer, ServerTelemetry
 from hetsched.slim.routers.base import Router, RouterState, RoutingDecision, ServerView
 from hetsched.slim.routers.reward import BlockOutcome
-
-
-class EventClock(Protocol):
-    """The clock the cluster runs on: ``now_s`` plus scheduling and stepping (EventLoop-like)."""
-
-    def now_s(self) -> float: ...
-
-    def schedule(self, at_s: float, callback: Callable[[], None], priority: int = 0) -> object: ...
-
-    def schedule_in(
-        self, delay_s: float, callback: Callable[[], None], priority: int = 0
-    ) -> object: ...
-
-    def step(self) -> bool: ...
-
-
-@dataclass
-class ClusterConfig:
-    """Mechanism knobs of the cluster (the executors have their own)."""
-
-    num_segments: int = 4
-    widths: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
-    group_sizes: tuple[int, ...] = (1, 4, 8, 16)
-    decision_time_s: float = 0.001
-    """The router's own time per decision: it places one block per interval, so bursts queue in
-    the global FIFO and the group size g matters."""
-    slo_s: float = math.inf
-    """Each image's deadline is its arrival plus this (its latency SLO)."""
-
-
-TransferTime = Callable[[int, float | None, int | None, int], float]
-"""(segment, prev_width, from_server, to_server) -> seconds to move the request's input."""
 
 
 class SlimCluster:
@@ -340,7 +308,7 @@ class SlimCluster:
         if completion is not None:
             for request in requests:
                 completion.release(server, request.booked_s)
-        power_w, utilizations, variance = self._telemetry_now()
+        power_w, utilizations, variance = servers_telemetry(self.servers)
         self.utilization_variances.extend([variance] * len(requests))
         num_segments, accuracy, fifo = self.config.num_segments, self.accuracy, self.fifo
         for request in requests:
@@ -383,21 +351,6 @@ class SlimCluster:
         if self._output_accuracy is not None and request.payload is not None:
             return self._output_accuracy.correct_output(request.image_id, request.payload)
         return self.accuracy.correct(request.widths, request.image_id)
-
-    def _telemetry_now(self) -> tuple[float, tuple[float, ...], float]:
-        """(mean power across servers, every server's utilisation, Var(U/100)) now.
-
-        Written out rather than with NumPy (once per batch): the same sums in the same order as
-        ``np.mean`` and ``np.var`` over so few servers, so the figures are bit-identical.
-        """
-        telemetry = [server.telemetry() for server in self.servers]
-        count = len(telemetry)
-        power_w = sum([t.power_w for t in telemetry]) / count
-        utilizations = tuple([t.utilization_pct for t in telemetry])
-        shares = [u / 100.0 for u in utilizations]
-        mean = sum(shares) / count
-        variance = sum([(x - mean) * (x - mean) for x in shares]) / count
-        return power_w, utilizations, variance
 
     def _block_finished(
         self, block: Block, power_w: float, utilizations: tuple[float, ...]
@@ -449,3 +402,21 @@ class SlimCluster:
     def done(self) -> bool:
         """Every scheduled image has completed."""
         return self.expected_images is not None and len(self.completed) >= self.expected_images
+
+
+def servers_telemetry(
+    servers: Sequence[SegmentServer],
+) -> tuple[float, tuple[float, ...], float]:
+    """(mean power across servers, every server's utilisation, Var(U/100)) now.
+
+    Written out rather than with NumPy (once per batch): the same sums in the same order as
+    ``np.mean`` and ``np.var`` over so few servers, so the figures are bit-identical.
+    """
+    telemetry: list[ServerTelemetry] = [server.telemetry() for server in servers]
+    count = len(telemetry)
+    power_w = sum([t.power_w for t in telemetry]) / count
+    utilizations = tuple([t.utilization_pct for t in telemetry])
+    shares = [u / 100.0 for u in utilizations]
+    mean = sum(shares) / count
+    variance = sum([(x - mean) * (x - mean) for x in shares]) / count
+    return power_w, utilizations, variance

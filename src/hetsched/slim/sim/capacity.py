@@ -17,7 +17,8 @@ import numpy as np
 from hetsched.core.devices import DeviceSpec
 from hetsched.core.events import EventLoop
 from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
-from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
+from hetsched.slim.cluster.config import ClusterConfig
+from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.model.accuracy import load_accuracy_table

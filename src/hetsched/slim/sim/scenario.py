@@ -27,7 +27,8 @@ from hetsched.core.events import EventLoop
 from hetsched.core.seeding import make_rng
 from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
 from hetsched.slim.cluster.completion_model import CompletionModel
-from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
+from hetsched.slim.cluster.config import ClusterConfig
+from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.model.accuracy import AccuracyTable, load_accuracy_table
