@@ -55,6 +55,8 @@ def capacity_per_node(request: JobRequest, state: ClusterState) -> np.ndarray:
             & (state.free_memory_mib >= request.memory_mib - 1e-9)
         )
         return ok.astype(np.int64)
+    if request.cpus <= 0 and request.memory_mib <= 0:
+        return np.where(request.eligible, state.free_gpus, 0)  # GPUs are the only bound
     cap = np.where(request.eligible, state.free_gpus, 0).astype(np.float64)
     # Bounds stay float until the end: a node without a CPU or memory limit has inf free, which
     # an early integer cast would turn into a huge negative capacity (the node would never fit).
@@ -121,14 +123,20 @@ def place_on_nodes(
     cluster = state.cluster
     cap = capacity_per_node(request, state)
     gpus = request.num_gpus
-    if gpus == 0 or num_nodes == 1 or (num_nodes is None and cap.max(initial=0) >= gpus):
-        need = max(gpus, 1)
-        fits = np.flatnonzero(cap >= need)
+    fits = np.flatnonzero(cap >= max(gpus, 1))
+    if gpus == 0 or num_nodes == 1 or (num_nodes is None and len(fits)):
         if len(fits) == 0:
             return None
         free = state.free_gpus[fits]
-        pick = fits[np.argmax(free)] if spread else fits[np.argmin(free)]
-        return _make_allocation(request, cluster, np.array([pick]), np.array([gpus]))
+        pick = int(fits[np.argmax(free)] if spread else fits[np.argmin(free)])
+        # One node holds all of it: the whole CPU and memory request goes there.
+        return Allocation(
+            node_indices=np.array([pick], dtype=np.int64),
+            gpus=np.array([gpus], dtype=np.int64),
+            cpus=np.array([request.cpus]),
+            memory_mib=np.array([request.memory_mib]),
+            gpu_type=cluster.gpu_types[int(cluster.node_type_code[pick])],
+        )
     best: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
     for code in range(len(cluster.gpu_types)):
         nodes = np.flatnonzero((cluster.node_type_code == code) & (cap > 0))

@@ -2,73 +2,81 @@
 (the head) does not fit, when could it start, and what stays free for other jobs once it does.
 
 Running jobs are assumed to end at their *estimated* ends (the requested time, scaled by the GPU
-type's speed), as a real scheduler only knows those. The simulator then starts a later job now
-only if it ends before the head's start (the shadow time) or fits in what stays free then.
+type's speed), as a real scheduler only knows those; an end already past counts as now. The
+simulator then starts a later job now only if it ends before the head's start (the shadow time)
+or fits in what stays free then. RLScheduler's rule uses the same shadow time.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 
-from hetsched.jobs.cluster.model import Allocation
 from hetsched.jobs.cluster.state import ClusterState
 from hetsched.jobs.placement.placers import JobRequest, Placer
+from hetsched.jobs.sim.running_jobs import RunningJobs
 
 
 def head_reservation(
     state: ClusterState,
     request: JobRequest,
-    running: Sequence[Allocation],
-    ends_s: np.ndarray,
+    running: RunningJobs,
+    now_s: float,
     placer: Placer,
 ) -> tuple[float, ClusterState]:
     """The shadow time (earliest estimated time the head fits; ``inf`` if never) and the free
     resources at that time once the head's reservation is taken out.
 
+    Running jobs are released in order of estimated end, all jobs ending at one instant
+    together, and the head is placed after each instant that freed a node it may use.
+
     Args:
         state: Free resources now (not changed).
         request: The head job.
-        running: Allocations of the running jobs, ordered by ``ends_s``.
-        ends_s: Their estimated ends, ascending.
+        running: The running jobs.
+        now_s: The current time (estimated ends before it count as now).
         placer: Places the head on the projected free resources.
     """
     projected = state.copy()
+    indices, ends_s = running.ordered()
+    count = len(indices)
+    if count and ends_s[0] < now_s:
+        ends_s = np.maximum(ends_s, now_s)
+    eligible = request.eligible
     # The head cannot fit before enough GPUs are released on its eligible nodes, so skip
     # straight to the first running job whose end frees enough of them.
-    free_eligible = int(projected.free_gpus[request.eligible].sum())
-    freed: np.ndarray  # eligible GPUs freed once the first k running jobs have ended
-    useful: np.ndarray  # whether a running job holds any node the head may use
-    if running:
-        nodes = np.concatenate([a.node_indices for a in running])
-        owner = np.repeat(np.arange(len(running)), [a.num_nodes for a in running])
-        eligible = request.eligible[nodes]
-        on_eligible = np.concatenate([a.gpus for a in running]) * eligible
-        freed = np.cumsum(np.bincount(owner, weights=on_eligible, minlength=len(running)))
-        # Only a job holding an eligible node can make the head fit when it ends.
-        useful = np.bincount(owner, weights=eligible, minlength=len(running)) > 0
+    if eligible.all():
+        on_eligible = running.total_gpus(indices)
+        useful_before = None  # every running job holds a node the head may use
+        free_eligible = running.free_gpus
     else:
-        freed, useful = np.zeros(0), np.zeros(0, dtype=bool)
-    first = int(np.searchsorted(freed, request.num_gpus - free_eligible))
-    shadow_s = math.inf
-    pending = list(running[:first])
-    try_now = False
-    for position in range(first, len(running)):
-        pending.append(running[position])
-        try_now = try_now or bool(useful[position])
-        if position + 1 < len(running) and ends_s[position + 1] <= ends_s[position]:
-            continue  # release everything that ends at the same instant first
-        if not try_now:
-            continue
-        projected.release_all(pending)
-        pending, try_now = [], False
+        entries, owner = running.entries(indices)
+        held = eligible[running.entry_nodes(entries)]
+        on_eligible = np.bincount(
+            owner, weights=running.entry_gpus(entries) * held, minlength=count
+        )
+        # Only a job holding an eligible node can make the head fit when it ends.
+        useful = np.bincount(owner, weights=held, minlength=count) > 0
+        useful_before = np.concatenate(([0], np.cumsum(useful)))
+        free_eligible = int(projected.free_gpus[eligible].sum())
+    position = int(np.searchsorted(np.cumsum(on_eligible), request.num_gpus - free_eligible))
+    released = 0  # jobs [0, released) are in ``projected``
+    tried = 0  # useful jobs released when the head was last tried
+    while position < count:
+        # Release everything that ends at this instant, then try the head.
+        position = int(np.searchsorted(ends_s, ends_s[position], side="right")) - 1
+        if useful_before is not None:
+            if useful_before[position + 1] == tried:
+                position += 1
+                continue  # nothing released since the last try frees a node the head may use
+            tried = int(useful_before[position + 1])
+        running.release_into(projected, indices[released : position + 1])
+        released = position + 1
         allocation = placer.place(request, projected)
         if allocation is not None:
             projected.allocate(allocation)
-            shadow_s = float(ends_s[position])
-            break
-    if shadow_s == math.inf:
-        projected.release_all(pending)
-    return shadow_s, projected
+            return float(ends_s[position]), projected
+        position += 1
+    running.release_into(projected, indices[released:])
+    return math.inf, projected

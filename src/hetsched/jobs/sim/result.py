@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from hetsched.core.metrics import summarize
-from hetsched.jobs.cluster.model import Cluster
+from hetsched.jobs.cluster.model import Allocation, Cluster
 from hetsched.jobs.traces.job_table import JobTable
 
 #: Bounded slowdown's threshold (Feitelson): run times under 10 s count as 10 s.
@@ -140,3 +141,21 @@ class SimulationResult:
             "dropped_job_ids": [str(self.jobs.id[i]) for i in self.dropped],
         }
         path.write_text(json.dumps(payload, indent=2))
+
+
+def placement_columns(
+    allocations: Sequence[Allocation | None], cluster: Cluster
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``gpu_type`` and ``nodes`` columns of a result from each job's allocation (None for
+    a job that never ran): the GPU type, and ``node:gpus`` pairs joined by ``;``."""
+    names = [node.name for node in cluster.nodes]
+    gpu_type = np.full(len(allocations), "", dtype=object)
+    nodes = np.full(len(allocations), "", dtype=object)
+    for i, alloc in enumerate(allocations):
+        if alloc is not None:
+            gpu_type[i] = alloc.gpu_type
+            nodes[i] = ";".join(
+                f"{names[k]}:{g}"
+                for k, g in zip(alloc.node_indices.tolist(), alloc.gpus.tolist(), strict=True)
+            )
+    return gpu_type, nodes

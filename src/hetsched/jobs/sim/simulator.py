@@ -2,21 +2,28 @@
 
 Mechanism only: the policy orders the queue (:mod:`hetsched.jobs.policies`), the placer chooses
 nodes (:mod:`hetsched.jobs.placement`), and this module moves jobs from waiting to running to
-done on the shared :class:`~hetsched.core.events.EventLoop`. Events are arrivals and completions;
-after all events of one instant, one scheduling pass runs (a lower-priority event at that time).
+done on the shared :class:`~hetsched.core.events.EventLoop`. Events are arrivals and completions
+(arrivals first at one instant); after all events of one instant, one scheduling pass runs (a
+lower-priority event at that time), or, in ``rlscheduler-backfill`` mode, one after every event.
 
 The queue modes (greedy, strict, committed, EASY and RLScheduler backfilling) are described in
-:mod:`hetsched.jobs.sim.config`; the outcome is a
-:class:`~hetsched.jobs.sim.result.SimulationResult`.
+:mod:`hetsched.jobs.sim.config`, the backfilling rules in :mod:`hetsched.jobs.sim.backfill`; the
+outcome is a :class:`~hetsched.jobs.sim.result.SimulationResult`.
 
 Run times: a job placed on GPU type ``t`` runs ``run_time_s / speed(t)``. Reservations use the
 requested time (an estimate) scaled the same way, never the true run time unless the ``oracle``
 estimate filled it.
+
+Cost: every step is linear in the jobs it touches, not in the trace: one pending arrival event
+at a time, the queue as one NumPy array (arrivals appended once per pass, started jobs masked
+out), shapes instead of per-job requests (:mod:`.job_shapes`), running jobs kept in end order
+(:mod:`.running_jobs`), and EASY's reservation reused while nothing it depends on changed.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,10 +31,11 @@ from hetsched.core.errors import HetschedError
 from hetsched.core.events import EventLoop
 from hetsched.jobs.cluster.model import Allocation, Cluster
 from hetsched.jobs.cluster.state import ClusterState
-from hetsched.jobs.placement.placers import JobRequest, LookaheadPlacer, Placer
+from hetsched.jobs.placement.placers import LookaheadPlacer, Placer
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.history import UsageHistory
 from hetsched.jobs.policies.queue_state import HoldingPolicy, PriorityPolicy, QueueState
+from hetsched.jobs.sim.backfill import BackfillContext, easy_backfill, rlscheduler_backfill
 from hetsched.jobs.sim.config import (
     COMMITTED_MODES,
     QUEUE_MODES,
@@ -35,8 +43,24 @@ from hetsched.jobs.sim.config import (
     UnrunnableJobError,
 )
 from hetsched.jobs.sim.easy_backfill import head_reservation
-from hetsched.jobs.sim.result import SimulationResult
+from hetsched.jobs.sim.job_shapes import JobShapes
+from hetsched.jobs.sim.result import SimulationResult, placement_columns
+from hetsched.jobs.sim.running_jobs import RunningJobs
 from hetsched.jobs.traces.job_table import JobTable
+
+#: Event priorities at one instant: arrivals, then completions, then the scheduling pass.
+ARRIVAL_PRIORITY, COMPLETION_PRIORITY, PASS_PRIORITY = -1, 0, 1
+
+
+@dataclass
+class _Reservation:
+    """A head's reservation and what it was computed from (reused while still valid)."""
+
+    head: int
+    version: int  # the simulator's start/end count when it was last known valid
+    now_s: float
+    shadow_s: float
+    extra: ClusterState
 
 
 class Simulator:
@@ -80,49 +104,11 @@ class Simulator:
         # A placer with look-ahead (the MILP placer) is told the next jobs in priority order.
         self._lookahead = self.placer if isinstance(self.placer, LookaheadPlacer) else None
         self.user_codes, _ = jobs.user_codes()
-        self._requests = self._build_requests()
-        # Jobs of one shape (eligible nodes, GPUs, CPUs, memory) fit or fail together; within a
-        # pass free resources only shrink, so one failed placement rules out the whole shape.
-        shapes: dict[tuple, int] = {}
-        self._shape = [
-            shapes.setdefault((id(r.eligible), r.num_gpus, r.cpus, r.memory_mib), len(shapes))
-            for r in self._requests
-        ]
+        self._shapes = JobShapes(jobs, cluster)
+        self._shape = self._shapes.of_job.tolist()
         self._num_gpus = jobs.num_gpus
         self._requested = np.maximum(jobs.requested_time_s, 1e-9)
         self._run = jobs.run_time_s
-
-    # -- set-up ----------------------------------------------------------------------------------
-    def _build_requests(self) -> list[JobRequest]:
-        masks: dict[tuple, np.ndarray] = {}
-        requests = []
-        jobs = self.jobs
-        for i in range(len(jobs)):
-            types, vc = jobs.gpu_types[i], jobs.virtual_cluster[i]
-            key = (types, vc)
-            if key not in masks:
-                masks[key] = self.cluster.type_mask(types) & self.cluster.vc_mask(vc)
-            requests.append(
-                JobRequest(
-                    int(jobs.num_gpus[i]),
-                    float(jobs.cpus[i]),
-                    float(jobs.memory_mib[i]),
-                    masks[key],
-                )
-            )
-        return requests
-
-    def _unrunnable(self) -> np.ndarray:
-        empty = ClusterState(self.cluster)
-        verdict: dict[int, bool] = {}
-        bad = []
-        for i, req in enumerate(self._requests):
-            key = self._shape[i]
-            if key not in verdict:
-                verdict[key] = self.placer.place(req, empty) is None
-            if verdict[key]:
-                bad.append(i)
-        return np.array(bad, dtype=np.int64)
 
     # -- run -------------------------------------------------------------------------------------
     def run(self) -> SimulationResult:
@@ -132,7 +118,7 @@ class Simulator:
             UnrunnableJobError: If a job can never fit and ``drop_unrunnable`` is off.
         """
         n = len(self.jobs)
-        dropped = self._unrunnable()
+        dropped = self._shapes.unrunnable(self.cluster, self.placer)
         if len(dropped) and not self.config.drop_unrunnable:
             first = int(dropped[0])
             raise UnrunnableJobError(
@@ -143,40 +129,45 @@ class Simulator:
             )
         self._loop = EventLoop(start_s=float(self.jobs.submit_time_s[0]) if n else 0.0)
         self._state = ClusterState(self.cluster)
+        holds = (self.jobs.cpus > 0) | (self.jobs.memory_mib > 0)
+        self._running = RunningJobs(self._num_gpus, holds, self.cluster.total_gpus)
         self._history = UsageHistory(int(self.user_codes.max(initial=-1)) + 1)
         self._start = np.full(n, np.nan)
         self._end = np.full(n, np.nan)
-        self._est_end = np.full(n, np.nan)
-        self._alloc: list[Allocation | None] = [None] * n
-        self._queue = np.zeros(0, dtype=np.int64)
-        self._running: set[int] = set()
+        self._waiting = np.zeros(n, dtype=bool)
+        self._queue = np.zeros(0, dtype=np.int64)  # waiting jobs in arrival order
+        self._arrived: list[int] = []  # arrivals since the last pass
         self._scores = np.full(n, np.nan)
         self._next_refresh_s = -math.inf
         self._pass_pending = False
         self._committed: int | None = None
         self._shadow: tuple[int, float] = (-1, math.inf)  # (blocked head, its shadow time)
+        self._reservation: _Reservation | None = None
+        self._version = 0  # counts starts and ends: what a cached reservation depends on
+        self._arrival_pass = np.zeros(n, dtype=np.int64)  # the pass that first saw each job
+        self._scanned = (-1, -1, -1)  # (head, version, pass) after the last EASY scan
         self._passes = 0
         self._util_t: list[float] = []
         self._util_busy: list[int] = []
         self._reservations: list[tuple[int, float, float]] = []
-        skip = np.zeros(n, dtype=bool)
-        skip[dropped] = True
-        for i in range(n):
-            if not skip[i]:
-                self._loop.schedule(float(self.jobs.submit_time_s[i]), self._arrival(i))
+        self._backfill = BackfillContext(
+            self._state,
+            self._running,
+            self.cluster,
+            self.placer,
+            self._shapes,
+            self._num_gpus,
+            self._requested,
+            self._start_job,
+        )
+        keep = np.ones(n, dtype=bool)
+        keep[dropped] = False
+        self._arrivals = np.flatnonzero(keep).tolist()
+        self._next_arrival = 0
+        if self._arrivals:
+            self._schedule_arrival()
         self._loop.run()
-        gpu_type = np.empty(n, dtype=object)
-        nodes = np.empty(n, dtype=object)
-        for i, alloc in enumerate(self._alloc):
-            gpu_type[i] = "" if alloc is None else alloc.gpu_type
-            nodes[i] = (
-                ""
-                if alloc is None
-                else ";".join(
-                    f"{self.cluster.nodes[k].name}:{g}"
-                    for k, g in zip(alloc.node_indices, alloc.gpus, strict=True)
-                )
-            )
+        gpu_type, nodes = placement_columns(self._running.allocations(), self.cluster)
         return SimulationResult(
             jobs=self.jobs,
             cluster=self.cluster,
@@ -197,7 +188,7 @@ class Simulator:
     def _request_pass(self) -> None:
         if not self._pass_pending:
             self._pass_pending = True
-            self._loop.schedule(self._loop.now_s(), self._scheduling_pass, priority=1)
+            self._loop.schedule(self._loop.now_s(), self._scheduling_pass, PASS_PRIORITY)
 
     def _after_event(self) -> None:
         # RLScheduler's backfilling steps one event at a time (arrivals before completions at
@@ -208,20 +199,27 @@ class Simulator:
         else:
             self._request_pass()
 
-    def _arrival(self, index: int):
-        def arrive() -> None:
-            self._queue = np.append(self._queue, index)
-            self._after_event()
+    def _schedule_arrival(self) -> None:
+        """Schedules the next job's arrival (one arrival event is pending at a time)."""
+        index = self._arrivals[self._next_arrival]
+        self._loop.schedule(float(self.jobs.submit_time_s[index]), self._arrive, ARRIVAL_PRIORITY)
 
-        return arrive
+    def _arrive(self) -> None:
+        index = self._arrivals[self._next_arrival]
+        self._next_arrival += 1
+        self._arrived.append(index)
+        self._waiting[index] = True
+        if self._next_arrival < len(self._arrivals):
+            self._schedule_arrival()
+        self._after_event()
 
     def _completion(self, index: int):
         def complete() -> None:
             now = self._loop.now_s()
             if not math.isnan(self._end[index]):
                 raise RuntimeError(f"job {self.jobs.id[index]} finished twice")
-            self._state.release(self._allocation(index))
-            self._running.discard(index)
+            self._state.release(self._running.remove(index))
+            self._version += 1
             self._end[index] = now
             self._history.record_completion(
                 int(self.user_codes[index]),
@@ -237,12 +235,12 @@ class Simulator:
         now = self._loop.now_s()
         self._state.allocate(alloc)
         speed = self.cluster.speed_of(alloc.gpu_type) if self._num_gpus[index] > 0 else 1.0
-        self._alloc[index] = alloc
         self._start[index] = now
+        self._waiting[index] = False
+        self._version += 1
         if index == self._committed:
             self._committed = None
-        self._est_end[index] = now + self._requested[index] / speed
-        self._running.add(index)
+        self._running.add(index, alloc, now + self._requested[index] / speed)
         self._loop.schedule(now + self._run[index] / speed, self._completion(index))
 
     # -- the scheduling pass ---------------------------------------------------------------------
@@ -273,6 +271,10 @@ class Simulator:
         if self.config.max_passes is not None and self._passes > self.config.max_passes:
             raise HetschedError(f"simulation exceeded {self.config.max_passes} scheduling passes")
         now = self._loop.now_s()
+        if self._arrived:
+            self._arrival_pass[self._arrived] = self._passes
+            self._queue = np.concatenate((self._queue, self._arrived))
+            self._arrived = []
         if len(self._queue):
             scores = self._queue_scores(now)
             order = self._queue[np.argsort(scores, kind="stable")]
@@ -281,29 +283,29 @@ class Simulator:
                 order = np.concatenate(([committed], order[order != committed]))
             if self._holder is not None and self._holder.holding():
                 order = order[:0]  # the policy keeps every job waiting until the next event
-            started = self._start_in_order(order, now)
-            if started:
-                self._queue = self._queue[~np.isin(self._queue, started)]
+            if self._start_in_order(order, now):
+                self._queue = self._queue[self._waiting[self._queue]]
         self._util_t.append(now)
-        self._util_busy.append(self._state.busy_gpus)
+        self._util_busy.append(self._running.busy_gpus)
 
     def _start_in_order(self, order: np.ndarray, now: float) -> list[int]:
         mode = self.config.queue_mode
         state = self._state
-        free_gpus = int(state.free_gpus.sum())
+        free_gpus = self._running.free_gpus
         gpus = self._num_gpus
         started: list[int] = []
         failed: set[int] = set()
-        has_cpu_only = bool((gpus[order] == 0).any())
-        for position, index in enumerate(order.tolist()):
+        cpu_only_left: bool | None = None  # whether a CPU-only job waits (asked once, greedy)
+        for position in range(len(order)):  # most passes stop early: no list of the whole queue
+            index = int(order[position])
             need = int(gpus[index])
             alloc = None
             shape = self._shape[index]
             if need <= free_gpus and shape not in failed:
                 if self._lookahead is not None and self._lookahead.lookahead_jobs:
                     upcoming = order[position + 1 : position + 1 + self._lookahead.lookahead_jobs]
-                    self._lookahead.set_lookahead([self._requests[j] for j in upcoming.tolist()])
-                alloc = self.placer.place(self._requests[index], state)
+                    self._lookahead.set_lookahead([self._shapes.request(j) for j in upcoming])
+                alloc = self.placer.place(self._shapes.requests[shape], state)
                 if alloc is None:
                     failed.add(shape)
             if alloc is not None:
@@ -321,121 +323,59 @@ class Simulator:
             if mode in ("strict", "committed"):
                 break
             if mode == "easy":
-                started += self._backfill(index, order[position + 1 :], now, failed)
+                started += self._easy_backfill(index, order[position + 1 :], now, failed)
                 break
             if mode == "rlscheduler-backfill":
-                started += self._backfill_rlscheduler(index, now, failed)
+                started += self._rlscheduler_backfill(index, now, failed)
                 break
-            if free_gpus == 0 and not has_cpu_only:
-                break
+            if free_gpus == 0:
+                if cpu_only_left is None:
+                    cpu_only_left = bool((gpus[order[position:]] == 0).any())
+                if not cpu_only_left:
+                    break  # greedy: nothing behind can fit
         return started
 
-    def _reservation(self, head: int, now: float) -> tuple[float, ClusterState]:
-        """EASY's reservation for the head job, with running jobs ending at their estimated ends
-        (never before now), earliest first (ties: lower index first)."""
-        running = np.fromiter(self._running, dtype=np.int64, count=len(self._running))
-        ends = np.maximum(self._est_end[running], now)
-        order = np.lexsort((running, ends))
-        allocations = [self._allocation(j) for j in running[order].tolist()]
-        return head_reservation(
-            self._state, self._requests[head], allocations, ends[order], self.placer
+    def _easy_backfill(self, head: int, rest: np.ndarray, now: float, failed: set[int]):
+        """EASY: the head's reservation (reused from an earlier pass when no start or end since
+        could have moved it), then :func:`~hetsched.jobs.sim.backfill.easy_backfill`."""
+        cached = self._reservation
+        reusable = (
+            cached is not None
+            and cached.head == head
+            and cached.version == self._version
+            and (cached.now_s == now or self._running.earliest_end_s() >= now)
         )
-
-    def _allocation(self, index: int) -> Allocation:
-        """Where running job ``index`` runs."""
-        allocation = self._alloc[index]
-        if allocation is None:
-            raise RuntimeError(f"job {self.jobs.id[index]} is not running")
-        return allocation
-
-    def _backfill(self, head: int, rest: np.ndarray, now: float, failed: set[int]) -> list[int]:
-        # EASY (Lifka 1995): the head gets a reservation at the shadow time; a later job may start
-        # now if it fits now and either ends (by its estimate) before the shadow time or only
-        # uses resources still free at the shadow time after the head's reservation ("extra").
-        shadow, extra = self._reservation(head, now)
-        self._reservations.append((head, now, shadow))
-        state = self._state
-        free_gpus = int(state.free_gpus.sum())
-        gpus = self._num_gpus
-        # Vectorised pre-filter (necessary conditions): fits in the free GPU count now, and could
-        # end before the shadow time on the fastest GPU type or fit in the extra GPUs.
-        extra_total = int(extra.free_gpus.sum())
-        fastest = float(self.cluster.type_speed.max())
-        could_end = now + self._requested[rest] / fastest <= shadow
-        candidates = rest[(gpus[rest] <= free_gpus) & (could_end | (gpus[rest] <= extra_total))]
-        started: list[int] = []
-        both = None
-        extra_gpus = 0
-        failed_both: set[int] = set()
-        for index in candidates.tolist():
-            need = int(gpus[index])
-            shape = self._shape[index]
-            if need > free_gpus or shape in failed:
-                continue
-            surely_long = now + self._requested[index] / fastest > shadow
-            if surely_long and (shape in failed_both or (both is not None and need > extra_gpus)):
-                continue
-            request = self._requests[index]
-            alloc = self.placer.place(request, state)
-            if alloc is None:
-                failed.add(shape)
-                continue
-            speed = self.cluster.speed_of(alloc.gpu_type) if need > 0 else 1.0
-            if now + self._requested[index] / speed > shadow:
-                # Runs past the shadow time: it must fit in what stays free both now and then.
-                if both is None:
-                    both = state.copy()
-                    both.free_gpus = np.minimum(state.free_gpus, extra.free_gpus)
-                    both.free_cpus = np.minimum(state.free_cpus, extra.free_cpus)
-                    both.free_memory_mib = np.minimum(state.free_memory_mib, extra.free_memory_mib)
-                    extra_gpus = int(both.free_gpus.sum())
-                if need > extra_gpus or shape in failed_both:
-                    continue
-                alloc = self.placer.place(request, both)
-                if alloc is None:
-                    failed_both.add(shape)
-                    continue
-                extra.allocate(alloc)
-            both = None  # the free resources changed; rebuild the intersection when needed
-            self._start_job(index, alloc)
-            started.append(index)
-            free_gpus -= need
+        if not reusable:
+            shadow_s, extra = head_reservation(
+                self._state, self._shapes.request(head), self._running, now, self.placer
+            )
+            cached = self._reservation = _Reservation(head, self._version, now, shadow_s, extra)
+        elif self._scanned[:2] == (head, self._version):
+            # Nothing started or ended since the last scan for this head, and a candidate's end
+            # only moves later with time: the jobs it turned down would be turned down again,
+            # so only the jobs that arrived since can backfill.
+            rest = rest[self._arrival_pass[rest] > self._scanned[2]]
+        assert cached is not None
+        self._reservations.append((head, now, cached.shadow_s))
+        started, extra_changed = easy_backfill(
+            self._backfill, rest, now, cached.shadow_s, cached.extra, failed
+        )
+        # Jobs that end by the shadow time leave the reservation as it was; one that runs past
+        # it took resources from ``extra``, where the head's placement could change.
+        cached.version = -1 if extra_changed else self._version
+        self._scanned = (head, self._version, self._passes)
         return started
 
-    def _backfill_rlscheduler(self, head: int, now: float, failed: set[int]) -> list[int]:
-        # RLScheduler's rule (config module): the shadow time is computed once, when the head
-        # first blocks; waiting jobs are scanned in submission order and one starts now if it
-        # fits now and its estimated end is strictly before the shadow time. No extra-nodes rule.
+    def _rlscheduler_backfill(self, head: int, now: float, failed: set[int]) -> list[int]:
+        """RLScheduler: the shadow time computed once, when the head first blocks, then
+        :func:`~hetsched.jobs.sim.backfill.rlscheduler_backfill` over the waiting jobs in
+        submission order."""
         if self._shadow[0] != head:
-            shadow, _ = self._reservation(head, now)
-            self._shadow = (head, shadow)
-            self._reservations.append((head, now, shadow))
-        shadow = self._shadow[1]
-        state = self._state
-        free_gpus = int(state.free_gpus.sum())
-        gpus = self._num_gpus
-        queue = self._queue  # arrival order, which is submission order
-        fastest = float(self.cluster.type_speed.max())
-        candidates = queue[
-            (queue != head)
-            & np.isnan(self._start[queue])
-            & (gpus[queue] <= free_gpus)
-            & (now + self._requested[queue] / fastest < shadow)
-        ]
-        started: list[int] = []
-        for index in candidates.tolist():
-            need = int(gpus[index])
-            shape = self._shape[index]
-            if need > free_gpus or shape in failed:
-                continue
-            alloc = self.placer.place(self._requests[index], state)
-            if alloc is None:
-                failed.add(shape)
-                continue
-            speed = self.cluster.speed_of(alloc.gpu_type) if need > 0 else 1.0
-            if not now + self._requested[index] / speed < shadow:
-                continue  # on this GPU type it would run past the shadow time
-            self._start_job(index, alloc)
-            started.append(index)
-            free_gpus -= need
-        return started
+            shadow_s, _ = head_reservation(
+                self._state, self._shapes.request(head), self._running, now, self.placer
+            )
+            self._shadow = (head, shadow_s)
+            self._reservations.append((head, now, shadow_s))
+        queue = self._queue
+        waiting = queue[self._waiting[queue] & (queue != head)]
+        return rlscheduler_backfill(self._backfill, waiting, now, self._shadow[1], failed)
