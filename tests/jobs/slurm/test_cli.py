@@ -163,10 +163,21 @@ def test_slurm_experiment_simulated(tmp_path):
     assert "makespan" in result.output
     payload = json.loads((out / "results.json").read_text())
     assert [(r["arm"], r["mode"]) for r in payload["results"]] == [
-        ("slurm", "simulated"),
+        ("fifo", "simulated"),
+        ("multifactor", "simulated"),
         ("hetsched", "simulated"),
     ]
     assert payload["settings"]["workload"]["jobs"] == 12
+    assert len(payload["comparisons"]) == 6 and payload["summary"][0]["arm"] == "fifo"
+    assert "within spread" in result.output or "gain" in result.output
+
+
+@pytest.mark.parametrize("bad", ["4,x", "", "4,-1"])
+def test_slurm_experiment_refuses_bad_node_gpus(bad):
+    result = runner.invoke(
+        typer_app, ["jobs", "slurm-experiment", "--simulate-only", "--node-gpus", bad]
+    )
+    assert "--node-gpus must be" in str(result.exception) or "GPUs >= 0" in str(result.exception)
 
 
 def test_submit_and_experiment_share_the_workload_flags():

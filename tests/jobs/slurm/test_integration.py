@@ -7,6 +7,7 @@ Slurm's priorities impose, and the tests can check it against the policy.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.heuristics import SJF
 from hetsched.jobs.slurm.adapter import AdapterConfig, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient, SubmitRequest
-from hetsched.jobs.slurm.experiment import FINAL_STATES
+from hetsched.jobs.slurm.experiment import FINAL_STATES, wait_until_done
 from hetsched.jobs.slurm.priority_band import BASIC_TOP_PRIORITY
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_slurm]
@@ -279,7 +280,9 @@ def test_cli_submit_then_drive_until_idle(client, local_slurm, tmp_path):
     assert all(j.state == "COMPLETED" for j in client.jobs() if j.name.startswith("hs-"))
 
 
-def test_cli_experiment_on_a_tiny_workload(tmp_path):
+def test_cli_experiment_three_arms_three_times(tmp_path):
+    """The harness end to end on a tiny workload: three arms, three live runs each (interleaved),
+    spreads and verdicts in results.json."""
     out = tmp_path / "exp"
     result = runner.invoke(
         typer_app,
@@ -287,15 +290,17 @@ def test_cli_experiment_on_a_tiny_workload(tmp_path):
             "jobs",
             "slurm-experiment",
             "--jobs",
-            "6",
+            "3",
             "--seed",
             "1",
             "--max-run-s",
-            "1.5",
-            "--arrival-span-s",
             "1",
+            "--arrival-span-s",
+            "0",
             "--interval",
             "0.5",
+            "--repeats",
+            "3",
             "--timeout-s",
             "60",
             "--out",
@@ -303,13 +308,32 @@ def test_cli_experiment_on_a_tiny_workload(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    rows = json.loads((out / "results.json").read_text())["results"]
-    assert [(r["arm"], r["mode"]) for r in rows] == [
-        ("slurm", "simulated"),
-        ("hetsched", "simulated"),
-        ("slurm", "live"),
-        ("hetsched", "live"),
-    ]
+    payload = json.loads((out / "results.json").read_text())
+    rows = payload["results"]
+    live = [(r["arm"], r["repeat"]) for r in rows if r["mode"] == "live"]
+    assert live == [(arm, k) for k in range(3) for arm in ("fifo", "multifactor", "hetsched")]
     for row in rows:
         assert row["makespan_s"] > 0 and 0 < row["gpu_utilisation_pct"] <= 100
-        assert sorted(row["start_order"]) == list(range(6))
+        assert sorted(row["start_order"]) == list(range(3))
+        if row["mode"] == "live":
+            assert row["final_states"] == {"COMPLETED": 3} and row["adapter_error"] is None
+    assert [(s["arm"], s["mode"], s["makespan_s"]["runs"]) for s in payload["summary"]][3:] == [
+        ("fifo", "live", 3),
+        ("multifactor", "live", 3),
+        ("hetsched", "live", 3),
+    ]
+
+
+def test_the_harness_rides_out_a_controller_restart(local_slurm, client):
+    """slurmctld restarted while the harness waits: it retries, the jobs survive in the state
+    folder, and every one is reported finished."""
+    ids = [client.submit(SubmitRequest(f"r{i}", 2.0, 1, 60)) for i in range(3)]
+    waiting = threading.Thread(
+        target=lambda: found.update(wait_until_done(client, ids, 60.0, poll_s=0.2))
+    )
+    found: dict = {}
+    waiting.start()
+    time.sleep(0.5)
+    local_slurm.restart_controller()
+    waiting.join(timeout=70)
+    assert {j.state for j in found.values()} == {"COMPLETED"} and sorted(found) == ids

@@ -1,4 +1,4 @@
-"""Scaled workloads, their submission at arrival times, and the experiment's simulated arms."""
+"""Scaled workloads and their submission at arrival times."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import ConfigError
-from hetsched.jobs.policies.heuristics import make_policy
-from hetsched.jobs.slurm.experiment import arm_metrics, simulate_arm, slurm_baseline_policy
 from hetsched.jobs.slurm.requested_comment import read_requested_comment
 from hetsched.jobs.slurm.workload import (
     WorkloadScale,
@@ -92,24 +90,3 @@ def test_jobs_are_submitted_at_their_arrival_times(workload):
     assert ids == list(range(1001, 1001 + len(workload)))
     times = np.array([t for t, _ in fake.submitted]) - 100.0
     assert np.allclose(times, workload.submit_time_s)
-
-
-def test_arm_metrics_by_hand():
-    submit = np.array([0.0, 0.0, 1.0])
-    start = np.array([0.0, 2.0, 2.0])
-    end = np.array([2.0, 4.0, 3.0])
-    gpus = np.array([4, 2, 2])
-    makespan, wait, util = arm_metrics(submit, start, end, gpus, total=4)
-    assert makespan == 4.0 and wait == pytest.approx(1.0)
-    assert util == pytest.approx(100.0 * (8 + 4 + 2) / 16)
-
-
-def test_simulated_arms_run_the_same_jobs(workload):
-    base = simulate_arm(workload, "slurm", slurm_baseline_policy(), 4, 4, None)
-    ours = simulate_arm(workload, "hetsched", make_policy("sjf"), 4, 4, 1.0)
-    gpu_s = float((workload.run_time_s * workload.num_gpus).sum())
-    for arm in (base, ours):
-        assert sorted(arm.start_order) == list(range(len(workload)))
-        assert arm.makespan_s >= gpu_s / 4 - 1e-9  # no run beats perfect packing
-        assert 0 < arm.gpu_utilisation_pct <= 100.0
-    assert base.start_order != ours.start_order

@@ -20,7 +20,14 @@ from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.rl.policy import policy_by_name
 from hetsched.jobs.slurm.adapter import AdapterConfig, ScanReport, SlurmAdapter
 from hetsched.jobs.slurm.client import SlurmClient
-from hetsched.jobs.slurm.experiment import run_experiment, write_results
+from hetsched.jobs.slurm.experiment import (
+    comparisons,
+    run_experiment,
+    summarise,
+    write_results,
+)
+from hetsched.jobs.slurm.experiment_stats import Spread
+from hetsched.jobs.slurm.local_config import LocalClusterSpec
 from hetsched.jobs.slurm.priorities import PriorityRange
 from hetsched.jobs.slurm.workload import (
     WorkloadScale,
@@ -191,44 +198,82 @@ def slurm_submit(
     )
 
 
+def _parse_node_gpus(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise HetschedError(
+            f"--node-gpus must be comma-separated whole numbers, got {text!r}"
+        ) from None
+
+
+def _cell(spread: Spread) -> str:
+    if spread.runs <= 1:
+        return f"{spread.mean:.1f}"
+    return f"{spread.mean:.1f} ± {spread.std:.1f} [{spread.low:.1f}-{spread.high:.1f}]"
+
+
 @option_group("workload")
 def slurm_experiment(
     policy: str = typer.Option("sjf", help="hetsched's policy (name or checkpoint)."),
     interval: float = typer.Option(1.0, "--interval", help="Adapter scan interval (s)."),
     workload: WorkloadOptions = WorkloadOptions(),
-    gpus: int = typer.Option(4, help="Fake GPUs on the local Slurm node."),
+    node_gpus: str = typer.Option(
+        "4", help="Fake GPUs per node of the local Slurm, comma-separated (4,2,2,1 = four nodes)."
+    ),
+    repeats: int = typer.Option(3, help="Live runs per arm (interleaved across arms)."),
+    placer: str | None = typer.Option(
+        None, help="hetsched arm: placer for oversubscribe advice (pack, spread, milp)."
+    ),
     simulate_only: bool = typer.Option(False, help="Skip the live runs (no Slurm needed)."),
-    timeout_s: float = typer.Option(900.0, help="Per live arm."),
+    timeout_s: float = typer.Option(900.0, help="Per live run."),
     out: Path = typer.Option(Path("runs/jobs/slurm-experiment"), help="Output folder."),
 ) -> None:
-    """Section 5.6 scaled: Slurm multifactor alone vs hetsched's priorities, on a private
-    local Slurm with fake GPUs and in the simulator; makespan, mean wait, GPU utilisation."""
-    table = workload.load(gpus)
+    """Section 5.6 scaled: Slurm's FIFO (priority/basic), Slurm's multifactor, and hetsched's
+    priorities, each on a fresh private Slurm with fake GPUs, --repeats times, and simulated
+    once; mean ± std [min-max] of makespan, mean wait and GPU utilisation, and which
+    differences exceed the spread."""
+    spec = LocalClusterSpec(node_gpus=_parse_node_gpus(node_gpus), cpus=4)
+    table = workload.load(max(spec.node_gpus))
     results = run_experiment(
         table,
         policy_by_name(policy),
         interval,
-        gpus=gpus,
-        cpus=gpus,
+        spec,
+        repeats=repeats,
         live=not simulate_only,
         timeout_s=timeout_s,
+        placer=PLACERS.create(placer) if placer else None,
     )
-    view = Table(title=f"{len(table)} jobs on one {gpus}-GPU node, {policy} every {interval:g} s")
-    for column in ("arm", "mode", "makespan (s)", "mean wait (s)", "GPU util (%)", "updates"):
+    summary = summarise(results)
+    found = comparisons(summary)
+    title = f"{len(table)} jobs on GPUs {node_gpus}, {policy} every {interval:g} s"
+    view = Table(title=title)
+    for column in ("arm", "mode", "runs", "makespan (s)", "mean wait (s)", "GPU util (%)"):
         view.add_column(column, justify="left" if column in ("arm", "mode") else "right")
-    for r in results:
-        view.add_row(
-            r.arm,
-            r.mode,
-            f"{r.makespan_s:.1f}",
-            f"{r.mean_wait_s:.1f}",
-            f"{r.gpu_utilisation_pct:.1f}",
-            str(r.priority_changes) if r.mode == "live" else "-",
-        )
+    for (arm, mode), spreads in summary.items():
+        cells = [_cell(spreads[m]) for m in ("makespan_s", "mean_wait_s", "gpu_utilisation_pct")]
+        view.add_row(arm, mode, str(spreads["makespan_s"].runs), *cells)
     Console().print(view)
+    verdicts = Table(title="hetsched against each baseline (gain/loss only beyond the spread)")
+    for column in ("baseline", "metric", "change", "verdict"):
+        verdicts.add_column(column)
+    for c in found:
+        unit = " pt" if c.metric == "gpu_utilisation_pct" else " %"
+        verdicts.add_row(f"{c.baseline} ({c.mode})", c.metric, f"{c.change:+.1f}{unit}", c.verdict)
+    Console().print(verdicts)
+    off = [r for r in results if r.mode == "live" and (r.never_started or r.adapter_error)]
+    for r in off:
+        typer.echo(
+            f"{r.arm} run {r.repeat}: states {r.final_states}, {r.never_started} never started"
+            + (f", adapter stopped: {r.adapter_error}" if r.adapter_error else "")
+        )
     settings = {
         "policy": policy,
         "interval_s": interval,
+        "node_gpus": list(spec.node_gpus),
+        "repeats": repeats,
+        "placer": placer,
         "workload": {
             "synthetic": workload.profile,
             "trace": str(workload.trace) if workload.trace else None,
@@ -240,8 +285,7 @@ def slurm_experiment(
             "max_run_s": workload.max_run_s,
             "arrival_span_s": workload.arrival_span_s,
         },
-        "gpus": gpus,
         "gpu_seconds": float((table.run_time_s * table.num_gpus).sum()),
     }
-    write_results(out / "results.json", results, settings)
+    write_results(out / "results.json", results, summary, found, settings)
     typer.echo(f"saved {out / 'results.json'}")
