@@ -193,6 +193,10 @@ def test_the_service_reaches_the_extender_at_the_configured_address():
     args = template["spec"]["containers"][0]["args"]
     assert f"--port={ports[port['targetPort']]}" in args
     assert (url.scheme == "https") == any(a.startswith("--tls-cert=") for a in args)
+    if any(a.startswith("--tls-client-ca=") for a in args):  # the kubelet has no client cert
+        container = template["spec"]["containers"][0]
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert "httpGet" not in container[probe]
 
 
 def test_the_kube_scheduler_configuration():
