@@ -1,11 +1,12 @@
 """Behaviour cloning: the learned router starts as the best rule, not as a random policy.
 
 Beyond the paper (issue 19: "start from the best heuristic by behaviour cloning and fine-tune with
-PPO, so it begins no worse than the rule it learned from"). For every demonstration episode (a
-draw of the training :class:`~hetsched.slim.router_training.scenario_mix.ScenarioMix`) each
-advisor rule runs on its own copy of the episode; the best one on that episode is the teacher,
-and its run is recorded through the environment: the observation, action mask, the teacher's
-action and the reward each decision was credited. The policy's heads are then fitted to the
+PPO, so it begins no worse than the rule it learned from"). The teacher runs every demonstration
+episode (a draw of the training
+:class:`~hetsched.slim.router_training.scenario_mix.ScenarioMix`) through the environment, which
+records the observation, action mask, the teacher's action and the reward each decision was
+credited. With several candidate teachers, each runs on its own copy of the episode first and the
+best one on that episode is recorded. The policy's heads are then fitted to the
 teacher's actions (cross-entropy, masked like the policy acts) and its value head to the credited
 rewards (the one-step return of eq. 8), so PPO's first advantages are not measured against a
 random critic.
@@ -90,20 +91,21 @@ def _allowed(action: np.ndarray, mask: np.ndarray, head_sizes: tuple[int, ...]) 
 def collect_demonstrations(
     make_env: Callable[[ClusterFactory], SlimRoutingEnv],
     make_cluster: ClusterFactory,
-    advisors: tuple[str, ...],
+    teachers: tuple[str, ...],
     seeds: list[int],
     score: Callable[[SlimCluster, Router], float],
     *,
     progress: bool = False,
 ) -> Demonstrations:
-    """The best advisor's decisions on each episode of ``seeds``.
+    """The teacher's decisions on each episode of ``seeds`` (of the best of several teachers on
+    that episode).
 
     Args:
         make_env: Builds the recording environment around a cluster factory.
         make_cluster: The training distribution (episode seed -> cluster).
-        advisors: Rule names, the candidate teachers.
+        teachers: Rule names: the teacher, or the candidates of each episode.
         seeds: Demonstration episode seeds.
-        score: Scores a rule on a fresh cluster (higher is better).
+        score: Scores a rule on a fresh cluster (higher is better; used with several teachers).
     """
     demos = Demonstrations()
     with Progress(disable=not progress, transient=True) as bar:
@@ -111,9 +113,9 @@ def collect_demonstrations(
         for seed in seeds:
             scores = {
                 name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
-                for name in advisors
+                for name in (teachers if len(teachers) > 1 else ())
             }
-            teacher = max(scores, key=scores.__getitem__)
+            teacher = max(scores, key=scores.__getitem__) if scores else teachers[0]
             demos.teachers[teacher] = demos.teachers.get(teacher, 0) + 1
             env = make_env(partial(_fixed_episode, make_cluster, seed))
             record_episode(env, ROUTERS.create(teacher, seed=seed), seed, demos)

@@ -5,14 +5,15 @@ would), in four steps:
 
 1. **Teachers' references.** Every advisor rule runs on the validation episodes (the training
    scenarios as named, seeds no training episode uses); their scores are the bar.
-2. **Behaviour cloning** (:mod:`~hetsched.slim.router_training.behaviour_cloning`) on the best
-   rule of each demonstration episode, over the randomised training mix
+2. **Behaviour cloning** (:mod:`~hetsched.slim.router_training.behaviour_cloning`) of the rule with
+   the best validation score (or another ``teacher``), over the randomised training mix
    (:mod:`~hetsched.slim.router_training.scenario_mix`), with the extended observation and the
    masked joint placement head (:class:`~hetsched.slim.routers.slo_features.SloEncoder`).
 3. **PPO fine-tuning** (:func:`hetsched.rl.train`, Slim eqs. 8-13: one-step returns, clipped
-   surrogate, K epochs) on the SLO reward (eq. 7 + ζ m_t, :mod:`hetsched.slim.routers.reward`), in
-   chunks of a few updates. Each chunk has its own seed and a fresh optimiser, so a run resumed
-   from the state saved after a chunk continues exactly as the uninterrupted run would.
+   surrogate, K epochs, ε-mixed exploration on the placement head) on the SLO reward (eq. 7 +
+   ζ m_t, :mod:`hetsched.slim.routers.reward`), in chunks of a few updates. Each chunk has its own
+   seed and a fresh optimiser, so a run resumed from the state saved after a chunk continues
+   exactly as the uninterrupted run would.
 4. **Selection.** After cloning and after every chunk the greedy policy is scored on the
    validation episodes; ``learned.pt`` is always the best policy so far, so fine-tuning can
    improve on the cloned rule but never leave the router worse than it.
@@ -71,7 +72,10 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     randomize: bool = True
     """Perturb training episodes (load, burstiness, link, server speed)."""
     advisors: tuple[str, ...] = DEFAULT_ADVISORS
-    """Rules seen as features and the candidate teachers."""
+    """Rules seen as features."""
+    teacher: str = "best"
+    """Rule to clone: ``best`` (the advisor with the best validation score), ``per-episode``
+    (each demonstration episode's best advisor) or a rule name."""
     preset: str = "slo"
     """Reward preset (``slo``: eq. 7 + the SLO term; ``efficiency``/``balanced``: eq. 7 exact)."""
     demo_episodes: int = Field(36, ge=1)
@@ -84,8 +88,14 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     """Decisions per PPO update."""
     chunk_updates: int = Field(8, ge=1)
     """PPO updates between validations (and resumable checkpoints)."""
-    ppo_learning_rate: float = Field(1e-4, gt=0)
-    """Small: fine-tuning must not wash out the cloned rule in one update."""
+    ppo_learning_rate: float = Field(3e-4, gt=0)
+    """Adam's learning rate while fine-tuning."""
+    epsilon: float = Field(0.1, ge=0, le=1)
+    """ε of eq. (5) on the placement head in the first chunk, decaying linearly to 0 by the
+    last: a cloned policy is nearly deterministic and would otherwise never try what its rule
+    does not."""
+    entropy_coef: float = Field(0.003, ge=0)
+    """c_H of eq. (13) while fine-tuning."""
     hidden_sizes: tuple[int, ...] = (128, 128)
     validation_episodes: int = Field(2, ge=1)
     """Validation episodes per training scenario."""
@@ -151,6 +161,8 @@ def train_learned_router(
     console = console or Console()
     mix = training_mix(config.scenarios, config.images, config.randomize)
     encoder = mix_encoder(mix, config.advisors)
+    if config.teacher not in ("best", "per-episode"):
+        ROUTERS.get(config.teacher)  # an unknown name fails here, listing the known ones
     episodes = mix.validation_episodes(config.validation_episodes)
     weights = reward_weights(config.preset)
     top1 = mean_top1(next(iter(mix.scenarios.values())))
@@ -177,7 +189,7 @@ def train_learned_router(
         demos = collect_demonstrations(
             make_env,
             mix.cluster,
-            config.advisors,
+            _teachers(config, references),
             [config.seed * 100_000 + k for k in range(config.demo_episodes)],
             lambda cluster, router: episode_score(cluster, router).score,
             progress=progress,
@@ -200,9 +212,8 @@ def train_learned_router(
         task = bar.add_task("PPO fine-tuning", total=config.ppo_steps, completed=state.decisions)
         while state.decisions < config.ppo_steps:
             steps = min(chunk_steps, config.ppo_steps - state.decisions)
-            result = train(
-                _chunk_config(config, state.chunks, steps), make_env(mix.cluster), policy
-            )
+            ppo = _chunk_config(config, state.chunks, steps, -(-config.ppo_steps // chunk_steps))
+            result = train(ppo, make_env(mix.cluster), policy)
             score = validate(greedy, episodes)
             returns = [h["charts/mean_return"] for h in result.history]
             state.chunks, state.decisions = state.chunks + 1, state.decisions + steps
@@ -242,16 +253,28 @@ def learned_router_table(result: LearnedRouterResult) -> Table:
     return table
 
 
+def _teachers(
+    config: LearnedRouterConfig, references: dict[str, dict[str, float]]
+) -> tuple[str, ...]:
+    """The teacher (or per-episode candidates) that ``config.teacher`` names."""
+    if config.teacher == "per-episode":
+        return config.advisors
+    if config.teacher == "best":
+        return (max(references, key=lambda name: EpisodeScore(**references[name]).score),)
+    return (config.teacher,)
+
+
 def _registered(name: str, seed: int) -> Router:
     """A fresh registered router ``name`` seeded with ``seed``."""
     router: Router = ROUTERS.create(name, seed=seed)
     return router
 
 
-def _chunk_config(config: LearnedRouterConfig, chunk: int, steps: int) -> PPOConfig:
-    """PPO settings of one fine-tuning chunk (its own seed; no ε-mixing: the cloned policy
-    explores by sampling its own distribution)."""
+def _chunk_config(config: LearnedRouterConfig, chunk: int, steps: int, chunks: int) -> PPOConfig:
+    """PPO settings of fine-tuning chunk ``chunk`` of ``chunks`` (its own seed; ε decays
+    linearly over the chunks)."""
     rollout = min(config.rollout, steps)
+    epsilon = config.epsilon * max(0.0, 1.0 - chunk / max(1, chunks))
     return PPOConfig(
         seed=config.seed * 1_000 + chunk,
         advantage="one_step",
@@ -262,8 +285,10 @@ def _chunk_config(config: LearnedRouterConfig, chunk: int, steps: int) -> PPOCon
         learning_rate=config.ppo_learning_rate,
         clip_coef=0.2,
         vf_coef=0.5,
-        ent_coef=0.0,
+        ent_coef=config.entropy_coef,
         max_grad_norm=0.5,
+        epsilon_max=epsilon,
+        epsilon_min=epsilon,
         hidden_sizes=config.hidden_sizes,
     )
 
