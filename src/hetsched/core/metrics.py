@@ -1,8 +1,10 @@
-"""Metric summaries: mean, standard deviation and the tail percentiles every paper reports."""
+"""Metric summaries: mean, standard deviation and the tail percentiles every paper reports, and
+the mean with its 95 % confidence interval over replicates (seeds, windows)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -48,3 +50,14 @@ def summarize(values: Iterable[float]) -> Summary:
         p99=float(p99),
         max=float(arr.max()),
     )
+
+
+def mean_and_ci95(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and 95 % confidence half-width over replicates (Student's t; NaN with one value)."""
+    from scipy.stats import t  # optional dependency (the jobs extra); imported when used
+
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2:
+        return float(data.mean()), math.nan
+    half = float(t.ppf(0.975, len(data) - 1) * data.std(ddof=1) / math.sqrt(len(data)))
+    return float(data.mean()), half

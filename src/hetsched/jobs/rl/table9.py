@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.core.errors import HetschedError
+from hetsched.core.metrics import mean_and_ci95
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.policies.queue_state import PriorityPolicy
@@ -77,17 +77,6 @@ def paper_value(trace: str, row: str, metric: str) -> float | None:
     if metric == "time_s":
         return _PAPER_TIME_S[row]
     return values[TABLE9_METRICS.index(metric)]
-
-
-def mean_and_ci95(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and 95 % confidence half-width (Student's t; NaN with one value)."""
-    from scipy.stats import t  # optional dependency of the jobs extra
-
-    data = np.asarray(values, dtype=float)
-    if len(data) < 2:
-        return float(data.mean()), math.nan
-    half = float(t.ppf(0.975, len(data) - 1) * data.std(ddof=1) / math.sqrt(len(data)))
-    return float(data.mean()), half
 
 
 @dataclass
