@@ -11,30 +11,32 @@ from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.core.errors import DataError
-from hetsched.tail.benchmark import (
+from hetsched.tail.benchmark import run_benchmark
+from hetsched.tail.flops import ModelFeatures
+from hetsched.tail.node_features import NodeCapacity
+from hetsched.tail.placement import (
+    SCORERS,
+    default_score,
+    fits_requests,
+    place,
+    placement_costs,
+    with_extender,
+)
+from hetsched.tail.scoring import EXTENDER_WEIGHT, weighted_extender_scores
+from hetsched.tail.sim_cluster import (
     GIB,
     IDLE,
     POD_REQUESTS,
     POD_THREADS,
-    SCORERS,
     TABLE_I,
     LatencyModel,
     SimNode,
     calibrate,
-    default_score,
-    fits_requests,
     node_capacity,
     parse_background,
-    place,
-    placement_costs,
     pod_eff_cores,
-    run_benchmark,
     simulated_observer,
-    with_extender,
 )
-from hetsched.tail.flops import ModelFeatures
-from hetsched.tail.node_features import NodeCapacity
-from hetsched.tail.scoring import EXTENDER_WEIGHT, weighted_extender_scores
 
 
 def test_calibration_recovers_a_known_latency_model():

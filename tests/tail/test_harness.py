@@ -7,15 +7,9 @@ import time
 import pytest
 
 from hetsched.core.errors import DataError, HetschedError
-from hetsched.tail.harness import (
-    Contention,
-    EmulatedNode,
-    achieved_duty,
-    core_busy_s,
-    measure_one,
-    outside_utilisation,
-    p90,
-)
+from hetsched.tail.contention import Contention, achieved_duty
+from hetsched.tail.harness import EmulatedNode, measure_one, outside_utilisation, p90
+from hetsched.tail.measurement_worker import core_busy_s
 
 
 def test_core_busy_counts_steal_but_not_idle_iowait_or_guest_twice():

@@ -13,24 +13,19 @@ from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.core.errors import DataError
-from hetsched.tail.benchmark import (
-    POD_REQUESTS,
-    SCORERS,
-    TABLE_I,
-    place,
-    simulated_observer,
-)
 from hetsched.tail.flops import ModelFeatures
 from hetsched.tail.harness import EmulatedNode
-from hetsched.tail.live_benchmark import (
+from hetsched.tail.live_nodes import (
     LIVE_POD_THREADS,
     LIVE_SCALE,
     MEMORY_PER_CORE,
     live_requests,
-    loop_queries,
     resolve_nodes,
     table_i_nodes,
 )
+from hetsched.tail.live_pods import loop_queries
+from hetsched.tail.placement import SCORERS, place
+from hetsched.tail.sim_cluster import POD_REQUESTS, TABLE_I, simulated_observer
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hetsched.tail.dataset import from_prometheus
-from hetsched.tail.harness import LatencyExporter
+from hetsched.tail.latency_exporter import LatencyExporter
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_prometheus]
 

@@ -96,7 +96,8 @@ def measure(
     prometheus_port: int = typer.Option(0, help="Also export histograms on this port (0: off)."),
 ) -> None:
     """Runs LoadGen single-stream on emulated nodes under contention; writes P90 rows to CSV."""
-    from hetsched.tail.harness import LatencyExporter, measure_grid
+    from hetsched.tail.harness import measure_grid
+    from hetsched.tail.latency_exporter import LatencyExporter
 
     try:
         plan = {m.split(":")[0]: int(m.split(":")[1]) for m in models.split(",")}
@@ -411,7 +412,8 @@ def _simulated_benchmark(
     """The Table I simulation calibrated on harness rows; the report and its plot title."""
     import csv as csv_module
 
-    from hetsched.tail.benchmark import parse_background, run_benchmark
+    from hetsched.tail.benchmark import run_benchmark
+    from hetsched.tail.sim_cluster import parse_background
 
     lo, hi = parse_background(background)
     if not measured.is_file():
@@ -441,7 +443,8 @@ def _live_benchmark(
     import os
 
     from hetsched.core.errors import DataError
-    from hetsched.tail.live_benchmark import resolve_nodes, run_live_benchmark
+    from hetsched.tail.live_benchmark import run_live_benchmark
+    from hetsched.tail.live_nodes import resolve_nodes
     from hetsched.tail.regressors import ModelRepository
 
     if repo is None:
@@ -467,7 +470,7 @@ def _live_benchmark(
 
 def _print_benchmark(report: dict, slo_ms: float | None, out: Path) -> None:
     """The table of AVG_NP90 and pods per node for each seed and scorer, then the means."""
-    from hetsched.tail.benchmark import SCORERS
+    from hetsched.tail.placement import SCORERS
 
     table_rows = []
     for r in report["seeds"]:
@@ -541,7 +544,8 @@ def benchmark(
     """The paper's experiment: default scoring vs predicted-P90 scorers (the paper's, ours, and
     default+extender: default scoring plus the paper's as our extender at its deployed weight),
     on the simulated Table I cluster or (--live) with real pods on this machine's cores."""
-    from hetsched.tail.benchmark import parse_background, plot_avg_np90
+    from hetsched.tail.benchmark_plot import plot_avg_np90
+    from hetsched.tail.sim_cluster import parse_background
 
     seed_list = [int(s) for s in seeds.split(",")]
     if live and parse_background(background) != (0.0, 0.0):
