@@ -31,7 +31,8 @@ def test_simulate_swf_fixture_compares_modes(fixtures, tmp_path):
     assert len(payload["results"]) == 4 * 5
     modes = {row["queue_mode"] for row in payload["results"]}
     assert modes == {"strict", "committed", "rlscheduler-backfill", "easy", "greedy"}
-    assert payload["load_report"]["excluded"] == {"non-positive run time or processors": 1}
+    assert payload["load_report"]["excluded"] == {"zero run time": 1}
+    assert "excluded 1 of 4 rows: zero run time" in result.output
     assert (out / "wait_cdf.png").stat().st_size > 0
     assert (out / "utilisation.png").stat().st_size > 0
     assert (out / "jobs_fcfs_easy.csv").read_text().count("\n") == 4

@@ -3,6 +3,7 @@ trace-driven simulation of the heuristic (or trained) policies."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -11,16 +12,14 @@ from rich.progress import Progress
 from rich.table import Table
 
 from hetsched.jobs.cli.option_groups import TRACE_HELP
-from hetsched.jobs.cluster.catalog import resolve_cluster, with_speed_factors
 from hetsched.jobs.rl.policy import policy_by_name
 from hetsched.jobs.sim.comparison import (
     choose_queue_modes,
     compare_policies,
-    remap_virtual_clusters,
+    simulation_workload,
     write_comparison,
 )
 from hetsched.jobs.sim.config import SimulationConfig
-from hetsched.jobs.traces.estimates import fill_requested_times
 from hetsched.jobs.traces.rltune_csv import write_rltune_csv
 from hetsched.jobs.traces.source import load_jobs
 from hetsched.jobs.traces.statistics import trace_statistics
@@ -29,13 +28,21 @@ from hetsched.jobs.traces.synthetic import PROFILES, generate
 DEFAULT_POLICIES = "fcfs,sjf,wfp3,unicep,f1,slurm,qssf"
 
 
+FIX_NEGATIVE_HELP = "SWF: keep a job with a negative run time at 10 s (RLScheduler's fix-up)."
+
+
 def trace_info(
     trace: Path = typer.Argument(..., help=TRACE_HELP),
     format: str = typer.Option("auto", "--format", help="swf, rltune, helios, philly, ..."),
     skip_bad_rows: bool = typer.Option(False, help="Skip malformed rows and count them."),
+    fix_negative_runtime: bool = typer.Option(False, help=FIX_NEGATIVE_HELP),
 ) -> None:
     """Loads a trace and prints its statistics (the columns of the paper's Table 2)."""
-    loaded = load_jobs(trace, format, skip_bad_rows=skip_bad_rows)
+    loaded = load_jobs(
+        trace, format, skip_bad_rows=skip_bad_rows, fix_negative_run_time=fix_negative_runtime
+    )
+    for note in loaded.notes:
+        Console().print(note)
     table = Table(title=f"{loaded.name} ({loaded.format})")
     table.add_column("statistic")
     table.add_column("value", justify="right")
@@ -86,6 +93,17 @@ def simulate(
         "auto", help="Requested time: auto, trace, user-history, noisy or oracle."
     ),
     speed_factors: bool = typer.Option(False, help="Per-GPU-type speed factors on."),
+    cluster_fraction: float = typer.Option(
+        1.0, help="Keep this share of each node shape (the slice train/evaluate use)."
+    ),
+    time_scale: float = typer.Option(
+        1.0,
+        "--time-scale",
+        "--arrival-compression",
+        help="Divide submit times by this (2 = arrivals twice as dense).",
+    ),
+    window: int = typer.Option(0, help="Replay one fixed window of this many jobs (0 = off)."),
+    start: int = typer.Option(0, help="First job (row) of the fixed --window."),
     recompute_interval_s: float | None = typer.Option(
         None, help="Recompute priorities only every this many seconds (Slurm-like)."
     ),
@@ -95,6 +113,7 @@ def simulate(
     priority_file: Path | None = typer.Option(None, help="QSSF durations CSV job_id,duration_s."),
     drop_unrunnable: bool = typer.Option(False, help="Drop jobs that can never fit."),
     skip_bad_rows: bool = typer.Option(False, help="Skip malformed rows and count them."),
+    fix_negative_runtime: bool = typer.Option(False, help=FIX_NEGATIVE_HELP),
     out: Path = typer.Option(Path("runs/jobs/simulate"), help="Output folder."),
 ) -> None:
     """Replays a trace under each policy; prints a Table 9-style table and saves JSON/CSV/plots."""
@@ -105,21 +124,31 @@ def simulate(
     # Unknown names and unreadable checkpoints fail before the trace is loaded.
     policies = [policy_by_name(name, **options.get(name, {})) for name in _split(policy)]
     console = Console()
-    loaded = load_jobs(trace, format, synthetic, jobs, seed, skip_bad_rows)
-    the_cluster = resolve_cluster(cluster, loaded.cluster, loaded.default_cluster)
-    if speed_factors:
-        the_cluster = with_speed_factors(the_cluster)
-    table, vc_mapping = remap_virtual_clusters(loaded.jobs, the_cluster)
+    loaded = load_jobs(trace, format, synthetic, jobs, seed, skip_bad_rows, fix_negative_runtime)
+    for note in loaded.notes:
+        console.print(note)
+    workload = simulation_workload(
+        loaded,
+        cluster,
+        cluster_fraction,
+        speed_factors,
+        time_scale,
+        estimate,
+        seed,
+        window,
+        start,
+        windows,
+    )
+    the_cluster, vc_mapping = workload.cluster, workload.vc_mapping
     if any(k != v for k, v in vc_mapping.items()):
         console.print(f"mapped {len(vc_mapping)} trace VCs onto {the_cluster.virtual_clusters}")
-    table = fill_requested_times(table, estimate, seed)
     base = SimulationConfig(
         placer=placement, recompute_interval_s=recompute_interval_s, drop_unrunnable=drop_unrunnable
     )
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("simulating", total=len(modes) * len(policies) * max(windows, 1))
         comparison = compare_policies(
-            table,
+            workload.jobs,
             the_cluster,
             policies,
             modes,
@@ -130,21 +159,30 @@ def simulate(
             on_run=lambda: progress.advance(task),
         )
     title = f"{loaded.name} on {the_cluster.name}"
+    if time_scale != 1.0:
+        title += f", arrivals x{time_scale:g}"
+    if window:
+        title += f" (window of {window} jobs from job {start})"
     if windows:
-        title += f" ({windows} windows of {window_size} jobs, seed {seed})"
+        title += f" ({windows} windows of {window_size} jobs, seed {seed}; mean ± 95 % CI)"
     view = Table(title=title)
     for column in ("policy", "mode", "BSLD", "wait (s)", "JCT (s)", "GPU util (%)", "makespan"):
         view.add_column(column, justify="left" if column in ("policy", "mode") else "right")
     for s in comparison.summaries:
-        m = s.means
+        m, ci = s.means, s.ci95
         view.add_row(
             s.policy,
             s.queue_mode,
-            f"{m['bsld']:.2f}",
-            f"{m['wait_s']:.1f}",
-            f"{m['jct_s']:.1f}",
-            f"{m['utilisation_pct']:.2f}",
-            f"{m['makespan_s']:.0f}",
+            *(
+                _with_ci(m[key], ci[key], digits)
+                for key, digits in (
+                    ("bsld", 2),
+                    ("wait_s", 1),
+                    ("jct_s", 1),
+                    ("utilisation_pct", 2),
+                    ("makespan_s", 0),
+                )
+            ),
         )
     console.print(view)
     settings = {
@@ -155,12 +193,22 @@ def simulate(
         "estimate": estimate,
         "placement": placement,
         "virtual_cluster_mapping": vc_mapping,
+        "cluster_fraction": cluster_fraction,
+        "time_scale": time_scale,
+        "fixed_window": {"start": start, "jobs": window} if window else None,
         "windows": windows,
         "window_size": window_size,
         "seed": seed,
     }
     written = write_comparison(comparison, out, settings)
     console.print(f"saved in {out}: {', '.join(written)}")
+
+
+def _with_ci(mean: float, half_width: float, digits: int) -> str:
+    """``mean ± half`` (just the mean when the half-width is NaN: a single run)."""
+    if math.isnan(half_width):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {half_width:.{digits}f}"
 
 
 def _split(names: str) -> list[str]:

@@ -19,6 +19,7 @@ from hetsched.jobs.cluster.slicing import slice_cluster
 from hetsched.jobs.traces.estimates import fill_requested_times
 from hetsched.jobs.traces.job_table import JobTable
 from hetsched.jobs.traces.source import load_jobs
+from hetsched.jobs.traces.transforms import compress_arrivals
 
 
 def split_by_time(jobs: JobTable, train_fraction: float = 0.9) -> tuple[JobTable, JobTable]:
@@ -66,10 +67,7 @@ def load_scenario(
     jobs = loaded.jobs
     the_cluster = resolve_cluster(cluster, loaded.cluster, loaded.default_cluster)
     the_cluster = slice_cluster(the_cluster, cluster_fraction)
-    if arrival_compression != 1.0:
-        if not arrival_compression > 0:
-            raise HetschedError(f"arrival compression must be > 0, got {arrival_compression}")
-        jobs = jobs.with_columns(submit_time_s=jobs.submit_time_s / arrival_compression)
+    jobs = compress_arrivals(jobs, arrival_compression)
     jobs = fill_requested_times(jobs, estimate, seed)
     train, test = split_by_time(jobs, train_fraction)
     return Scenario(loaded.name, jobs, the_cluster, train, test)

@@ -9,10 +9,11 @@ the registry or an RL checkpoint's policy), so this module needs neither the reg
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hetsched.core.metrics import mean_and_ci95
 from hetsched.core.seeding import make_rng
 from hetsched.jobs.cluster.model import Cluster
 from hetsched.jobs.policies.queue_state import PriorityPolicy
@@ -33,14 +34,41 @@ def window_starts(num_jobs: int, window_size: int, count: int, seed: int) -> np.
 
 @dataclass
 class WindowSummary:
-    """Mean of each metric over the windows for one (policy, queue mode)."""
+    """Each metric over the windows (or the one whole-trace run) of one (policy, queue mode).
+
+    Attributes:
+        policy: The policy's name.
+        queue_mode: The queue mode.
+        windows: Windows averaged (0 for one whole-trace run).
+        per_window: Metric -> its value in each window (one value for a whole-trace run).
+        waits_s: Every finished job's wait over all windows (for the wait CDF).
+    """
 
     policy: str
     queue_mode: str
     windows: int
-    means: dict[str, float]
-    per_window_bsld: list[float]
+    per_window: dict[str, list[float]]
     waits_s: np.ndarray
+
+    @property
+    def means(self) -> dict[str, float]:
+        """Mean of each metric over the windows."""
+        return {m: float(np.mean(v)) for m, v in self.per_window.items()}
+
+    @property
+    def ci95(self) -> dict[str, float]:
+        """95 % confidence half-width of each metric's mean (NaN with fewer than 2 windows)."""
+        return {m: mean_and_ci95(v)[1] for m, v in self.per_window.items()}
+
+
+def summarise_runs(
+    policy: str, queue_mode: str, windows: int, results: Sequence[SimulationResult]
+) -> WindowSummary:
+    """The summary of one (policy, mode) from its runs (one per window, or one whole trace)."""
+    summaries = [r.summary() for r in results]
+    per_window = {m: [float(s[m]) for s in summaries] for m in METRICS}
+    waits_s = np.concatenate([r.wait_s[r.finished] for r in results])
+    return WindowSummary(policy, queue_mode, windows, per_window, waits_s)
 
 
 def run_policy(
@@ -61,28 +89,18 @@ def evaluate_windows(
     base_config: SimulationConfig | None = None,
     on_run: Callable[[], None] | None = None,
 ) -> list[WindowSummary]:
-    """Mean metrics per (policy, mode) over ``count`` seeded windows of ``window_size`` jobs."""
+    """Each metric per (policy, mode) over ``count`` seeded windows of ``window_size`` jobs."""
     starts = window_starts(len(jobs), window_size, count, seed)
     windows = [jobs.window(int(s), window_size) for s in starts]
     base = base_config or SimulationConfig()
     out = []
     for mode in modes:
-        config = SimulationConfig(
-            queue_mode=mode,  # type: ignore[arg-type]
-            placer=base.placer,
-            recompute_interval_s=base.recompute_interval_s,
-            drop_unrunnable=base.drop_unrunnable,
-        )
+        config = replace(base, queue_mode=mode)  # type: ignore[arg-type]  # Simulator checks it
         for policy in policies:
-            summaries, waits = [], []
+            results = []
             for window in windows:
-                result = run_policy(window, cluster, policy, config)
-                summaries.append(result.summary())
-                waits.append(result.wait_s[result.finished])
+                results.append(run_policy(window, cluster, policy, config))
                 if on_run is not None:
                     on_run()
-            means = {m: float(np.mean([s[m] for s in summaries])) for m in METRICS}
-            bslds = [s["bsld"] for s in summaries]
-            waits_s = np.concatenate(waits)
-            out.append(WindowSummary(policy.name, mode, count, means, bslds, waits_s))
+            out.append(summarise_runs(policy.name, mode, count, results))
     return out

@@ -62,7 +62,27 @@ def detect_format(path: str | Path) -> str:
     )
 
 
-def load_trace(path: str | Path, format: str = "auto", skip_bad_rows: bool = False) -> Trace:
-    """Loads ``path`` in ``format`` (``auto`` = :func:`detect_format`)."""
+def load_trace(
+    path: str | Path,
+    format: str = "auto",
+    skip_bad_rows: bool = False,
+    fix_negative_run_time: bool = False,
+) -> Trace:
+    """Loads ``path`` in ``format`` (``auto`` = :func:`detect_format`).
+
+    ``fix_negative_run_time`` (SWF only) keeps a job with a negative run time at 10 s, as
+    RLScheduler does, instead of excluding it.
+
+    Raises:
+        DataError: For an unreadable trace, or ``fix_negative_run_time`` with another format.
+    """
     name = detect_format(path) if format == "auto" else format
-    return TRACE_FORMATS.get(name)(path, skip_bad_rows=skip_bad_rows)
+    loader = TRACE_FORMATS.get(name)
+    if not fix_negative_run_time:
+        return loader(path, skip_bad_rows=skip_bad_rows)
+    if name != "swf":
+        raise DataError(
+            f"the negative run-time fix-up is for SWF traces (RLScheduler's), not {name}",
+            path=str(path),
+        )
+    return load_swf(path, skip_bad_rows=skip_bad_rows, fix_negative_run_time=True)

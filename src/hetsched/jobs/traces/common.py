@@ -41,6 +41,19 @@ class LoadReport:
             "excluded": dict(self.excluded),
         }
 
+    def notes(self) -> list[str]:
+        """What was left out, one line per reason (most rows first), for the terminal."""
+        lines = [
+            f"excluded {count} of {self.rows} rows: {reason}"
+            for reason, count in self.excluded.most_common()
+        ]
+        if self.skipped:
+            first = self.skipped[0]
+            lines.append(
+                f"skipped {len(self.skipped)} of {self.rows} malformed rows (first: {first})"
+            )
+        return lines
+
 
 @dataclass
 class Trace:

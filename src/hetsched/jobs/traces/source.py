@@ -40,6 +40,8 @@ class LoadedJobs:
         name: A label for tables and titles.
         default_cluster: The built-in cluster to run on when none is chosen and ``cluster`` is
             None (the synthetic profile's, or the format's in ``DEFAULT_CLUSTER_BY_FORMAT``).
+        notes: What the loader left out, one line per reason, for commands to print (a trace's
+            rows excluded on purpose and malformed rows skipped; empty for a synthetic trace).
     """
 
     jobs: JobTable
@@ -48,6 +50,7 @@ class LoadedJobs:
     report: dict[str, object]
     name: str
     default_cluster: str | None
+    notes: tuple[str, ...] = ()
 
 
 def load_jobs(
@@ -57,9 +60,11 @@ def load_jobs(
     synthetic_jobs: int = 2048,
     seed: int = 0,
     skip_bad_rows: bool = False,
+    fix_negative_run_time: bool = False,
 ) -> LoadedJobs:
     """Loads ``trace`` (a file, or ``sample:NAME``) in ``trace_format`` (``auto`` guesses from the
     name), or draws ``synthetic_jobs`` jobs of the ``synthetic`` profile with ``seed``.
+    ``fix_negative_run_time``: see :func:`~hetsched.jobs.traces.load_trace`.
 
     Raises:
         HetschedError: When both or neither of ``trace`` and ``synthetic`` are given, the sample
@@ -77,8 +82,9 @@ def load_jobs(
     assert trace is not None  # exactly one of the two is set (checked above)
     path = resolve_trace(trace)
     name = detect_format(path) if trace_format == "auto" else trace_format
-    loaded = load_trace(path, name, skip_bad_rows=skip_bad_rows)
+    loaded = load_trace(path, name, skip_bad_rows, fix_negative_run_time)
     report = loaded.report.as_dict()
     default = DEFAULT_CLUSTER_BY_FORMAT.get(name)
     label = str(trace) if str(trace) != str(path) else path.name
-    return LoadedJobs(loaded.jobs, loaded.cluster, name, report, label, default)
+    notes = tuple(loaded.report.notes())
+    return LoadedJobs(loaded.jobs, loaded.cluster, name, report, label, default, notes)
