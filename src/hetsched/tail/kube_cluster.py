@@ -69,7 +69,6 @@ class KubeCluster:
     """The calls the scheduler loop makes, each with a timeout, answering the API's JSON."""
 
     def __init__(self, api_client: client.ApiClient, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
-        self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.timeout_s = timeout_s
 
