@@ -212,7 +212,7 @@ def test_slow_body_gets_408_and_the_connection_closed(server):
 
 
 def test_overload_is_refused_from_the_headers_before_the_body_arrives():
-    pool = FakePool(seconds=2.0)  # images stay in the system
+    pool = FakePool(seconds=1.0)  # images stay in the system while the probe runs
     background, service = serve(pool, max_images_in_system=4)
     try:
         with httpx.Client(base_url=background.url, headers=AUTH, timeout=10) as http:
