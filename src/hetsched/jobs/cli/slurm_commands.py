@@ -254,14 +254,15 @@ def slurm_experiment(
     for (arm, mode), spreads in summary.items():
         cells = [_cell(spreads[m]) for m in ("makespan_s", "mean_wait_s", "gpu_utilisation_pct")]
         view.add_row(arm, mode, str(spreads["makespan_s"].runs), *cells)
-    Console().print(view)
+    console = Console(width=max(Console().width, 132))  # room for mean ± std [min-max] x 3
+    console.print(view)
     verdicts = Table(title="hetsched against each baseline (gain/loss only beyond the spread)")
     for column in ("baseline", "metric", "change", "verdict"):
         verdicts.add_column(column)
     for c in found:
         unit = " pt" if c.metric == "gpu_utilisation_pct" else " %"
         verdicts.add_row(f"{c.baseline} ({c.mode})", c.metric, f"{c.change:+.1f}{unit}", c.verdict)
-    Console().print(verdicts)
+    console.print(verdicts)
     off = [r for r in results if r.mode == "live" and (r.never_started or r.adapter_error)]
     for r in off:
         typer.echo(
