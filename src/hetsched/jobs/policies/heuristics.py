@@ -14,6 +14,10 @@ Formulas follow the paper's Table 5 with these definitions (all documented choic
 - ``nt`` is the number of GPUs (processors for CPU traces), at least 1;
 - UNICEP divides by ``log2(nt + 1)`` because ``log2(1) = 0`` would divide by zero for the
   commonest job size (a crash in RLTune's baselines).
+
+A policy whose score depends on nothing but the job's own columns (FCFS, SJF, F1) says so with
+``static_scores = True``: the simulator then scores each job once, on arrival, instead of the
+whole queue at every pass (:mod:`hetsched.jobs.sim.waiting_queue`); the order is the same.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class FCFS:
     """First come, first served: score = submit time (Table 5, ``st``)."""
 
     name = "fcfs"
+    static_scores = True
 
     def score(self, state: QueueState) -> np.ndarray:
         """Earlier submission first."""
@@ -47,6 +52,7 @@ class SJF:
     """Shortest (requested) job first: score = ``rt`` (Table 5)."""
 
     name = "sjf"
+    static_scores = True
 
     def score(self, state: QueueState) -> np.ndarray:
         """Shorter requested time first."""
@@ -83,6 +89,7 @@ class F1:
     (Table 5); ``st`` is floored at 1 s so the first job of a window is defined."""
 
     name = "f1"
+    static_scores = True
 
     def score(self, state: QueueState) -> np.ndarray:
         """Table 5, F1 row."""

@@ -13,7 +13,7 @@ documentation in :mod:`hetsched.jobs.sim.config` lists:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +26,8 @@ from hetsched.jobs.sim.running_jobs import RunningJobs
 
 #: Below this many candidates the per-job tests in Python beat a vectorised pre-filter.
 VECTOR_FILTER_MIN = 16
+#: Candidates filtered at a time.
+SCAN_CHUNK = 256
 
 
 @dataclass
@@ -35,6 +37,7 @@ class BackfillContext:
     Attributes:
         state: Free resources now (changed by ``start``).
         running: The running jobs (their free-GPU count is the state's, without a sum).
+        waiting: Mask over jobs still waiting (candidate lists may hold started ones).
         cluster: The cluster (speed factors).
         placer: Places a job on free resources.
         shapes: Each job's request and shape code.
@@ -45,16 +48,20 @@ class BackfillContext:
 
     state: ClusterState
     running: RunningJobs
+    waiting: np.ndarray
     cluster: Cluster
     placer: Placer
     shapes: JobShapes
     num_gpus: np.ndarray
     requested_s: np.ndarray
     start: Callable[[int, Allocation], None]
-    fastest_speed: float = field(init=False)
+    shortest_run_s: np.ndarray = field(init=False)
+    smallest_job_gpus: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.fastest_speed = float(self.cluster.type_speed.max())
+        # Each job's requested time on the fastest GPU type: no end can be earlier.
+        self.shortest_run_s = self.requested_s / float(self.cluster.type_speed.max())
+        self.smallest_job_gpus = int(self.num_gpus.min()) if len(self.num_gpus) else 0
 
     def estimated_end_s(self, index: int, allocation: Allocation, now_s: float) -> float:
         """When job ``index`` would end by its estimate if started now on ``allocation``."""
@@ -82,59 +89,60 @@ def easy_backfill(
     if len(candidates) == 0:
         return [], False
     state = ctx.state
-    free_gpus = ctx.running.free_gpus
     gpus = ctx.num_gpus
     shape_of = ctx.shapes.of_job
-    fastest = ctx.fastest_speed
+    shortest_s = ctx.shortest_run_s
     extra_total = int(extra.free_gpus.sum())
-    if len(candidates) > VECTOR_FILTER_MIN:
-        # Vectorised pre-filter (the loop's first tests, for all at once): fits in the free
-        # GPU count now, and could end before the shadow time on the fastest GPU type or fit
-        # in the extra GPUs.
-        need_all = gpus[candidates]
-        could_end = now_s + ctx.requested_s[candidates] / fastest <= shadow_s
-        keep = (need_all <= free_gpus) & (could_end | (need_all <= extra_total))
-        candidates = candidates[keep]
     started: list[int] = []
     extra_changed = False
     both = None
     extra_gpus = 0
     failed_both: set[int] = set()
-    for index in candidates.tolist():
-        need = int(gpus[index])
-        shape = int(shape_of[index])
-        if need > free_gpus or shape in failed:
-            continue
-        if now_s + ctx.requested_s[index] / fastest > shadow_s:  # surely runs past the shadow
-            if need > extra_total or shape in failed_both:
+    for chunk in scan_chunks(candidates):
+        if ctx.running.free_gpus < ctx.smallest_job_gpus:
+            break  # nothing more can start now
+        if len(chunk) > VECTOR_FILTER_MIN:
+            # The loop's first tests, vectorised: fits in the free GPU count now, and could end
+            # before the shadow time on the fastest GPU type or fit in the extra GPUs.
+            need_all = gpus[chunk]
+            could_end = now_s + shortest_s[chunk] <= shadow_s
+            fits_now = (need_all <= ctx.running.free_gpus) & ctx.waiting[chunk]
+            chunk = chunk[fits_now & (could_end | (need_all <= extra_total))]
+        for index in chunk.tolist():
+            free_gpus = ctx.running.free_gpus
+            need = int(gpus[index])
+            shape = int(shape_of[index])
+            if need > free_gpus or shape in failed or not ctx.waiting[index]:
                 continue
-            if both is not None and need > extra_gpus:
-                continue
-        request = ctx.shapes.requests[shape]
-        alloc = ctx.placer.place(request, state)
-        if alloc is None:
-            failed.add(shape)
-            continue
-        if ctx.estimated_end_s(index, alloc, now_s) > shadow_s:
-            # Runs past the shadow time: it must fit in what stays free both now and then.
-            if both is None:
-                both = state.copy()
-                both.free_gpus = np.minimum(state.free_gpus, extra.free_gpus)
-                both.free_cpus = np.minimum(state.free_cpus, extra.free_cpus)
-                both.free_memory_mib = np.minimum(state.free_memory_mib, extra.free_memory_mib)
-                extra_gpus = int(both.free_gpus.sum())
-            if need > extra_gpus or shape in failed_both:
-                continue
-            alloc = ctx.placer.place(request, both)
+            if now_s + shortest_s[index] > shadow_s:  # surely runs past the shadow time
+                if need > extra_total or shape in failed_both:
+                    continue
+                if both is not None and need > extra_gpus:
+                    continue
+            request = ctx.shapes.requests[shape]
+            alloc = ctx.placer.place(request, state)
             if alloc is None:
-                failed_both.add(shape)
+                failed.add(shape)
                 continue
-            extra.allocate(alloc)
-            extra_changed = True
-        both = None  # the free resources changed; rebuild the intersection when needed
-        ctx.start(index, alloc)
-        started.append(index)
-        free_gpus -= need
+            if ctx.estimated_end_s(index, alloc, now_s) > shadow_s:
+                # Runs past the shadow time: it must fit in what stays free both now and then.
+                if both is None:
+                    both = state.copy()
+                    both.free_gpus = np.minimum(state.free_gpus, extra.free_gpus)
+                    both.free_cpus = np.minimum(state.free_cpus, extra.free_cpus)
+                    both.free_memory_mib = np.minimum(state.free_memory_mib, extra.free_memory_mib)
+                    extra_gpus = int(both.free_gpus.sum())
+                if need > extra_gpus or shape in failed_both:
+                    continue
+                alloc = ctx.placer.place(request, both)
+                if alloc is None:
+                    failed_both.add(shape)
+                    continue
+                extra.allocate(alloc)
+                extra_changed = True
+            both = None  # the free resources changed; rebuild the intersection when needed
+            ctx.start(index, alloc)
+            started.append(index)
     return started, extra_changed
 
 
@@ -149,25 +157,36 @@ def rlscheduler_backfill(
     submission order) are started in that order when they fit now and end, by their estimate,
     strictly before ``shadow_s``. ``failed`` as in :func:`easy_backfill`."""
     state = ctx.state
-    free_gpus = ctx.running.free_gpus
     gpus = ctx.num_gpus
     shape_of = ctx.shapes.of_job
-    keep = (gpus[waiting] <= free_gpus) & (
-        now_s + ctx.requested_s[waiting] / ctx.fastest_speed < shadow_s
-    )
     started: list[int] = []
-    for index in waiting[keep].tolist():
-        need = int(gpus[index])
-        shape = int(shape_of[index])
-        if need > free_gpus or shape in failed:
-            continue
-        alloc = ctx.placer.place(ctx.shapes.requests[shape], state)
-        if alloc is None:
-            failed.add(shape)
-            continue
-        if not ctx.estimated_end_s(index, alloc, now_s) < shadow_s:
-            continue  # on this GPU type it would run past the shadow time
-        ctx.start(index, alloc)
-        started.append(index)
-        free_gpus -= need
+    for chunk in scan_chunks(waiting):
+        if ctx.running.free_gpus < ctx.smallest_job_gpus:
+            break  # nothing more can start now
+        if len(chunk) > VECTOR_FILTER_MIN:
+            could_end = now_s + ctx.shortest_run_s[chunk] < shadow_s
+            fits_now = (gpus[chunk] <= ctx.running.free_gpus) & ctx.waiting[chunk]
+            chunk = chunk[fits_now & could_end]
+        for index in chunk.tolist():
+            need = int(gpus[index])
+            shape = int(shape_of[index])
+            if need > ctx.running.free_gpus or shape in failed or not ctx.waiting[index]:
+                continue
+            if not now_s + ctx.shortest_run_s[index] < shadow_s:
+                continue
+            alloc = ctx.placer.place(ctx.shapes.requests[shape], state)
+            if alloc is None:
+                failed.add(shape)
+                continue
+            if not ctx.estimated_end_s(index, alloc, now_s) < shadow_s:
+                continue  # on this GPU type it would run past the shadow time
+            ctx.start(index, alloc)
+            started.append(index)
     return started
+
+
+def scan_chunks(jobs: np.ndarray) -> Iterator[np.ndarray]:
+    """``jobs`` in consecutive slices of :data:`SCAN_CHUNK`: a scan filters one slice at a time
+    and stops once nothing more fits, so a queue of thousands costs what its head does."""
+    for first in range(0, len(jobs), SCAN_CHUNK):
+        yield jobs[first : first + SCAN_CHUNK]

@@ -46,6 +46,7 @@ from hetsched.jobs.sim.easy_backfill import head_reservation
 from hetsched.jobs.sim.job_shapes import JobShapes
 from hetsched.jobs.sim.result import SimulationResult, placement_columns
 from hetsched.jobs.sim.running_jobs import RunningJobs
+from hetsched.jobs.sim.waiting_queue import WaitingQueue
 from hetsched.jobs.traces.job_table import JobTable
 
 #: Event priorities at one instant: arrivals, then completions, then the scheduling pass.
@@ -134,18 +135,18 @@ class Simulator:
         self._history = UsageHistory(int(self.user_codes.max(initial=-1)) + 1)
         self._start = np.full(n, np.nan)
         self._end = np.full(n, np.nan)
-        self._waiting = np.zeros(n, dtype=bool)
-        self._queue = np.zeros(0, dtype=np.int64)  # waiting jobs in arrival order
-        self._arrived: list[int] = []  # arrivals since the last pass
-        self._scores = np.full(n, np.nan)
-        self._next_refresh_s = -math.inf
+        self._queue = WaitingQueue(
+            n,
+            self._score,
+            bool(getattr(self.policy, "static_scores", False)),
+            self.config.recompute_interval_s,
+        )
         self._pass_pending = False
         self._committed: int | None = None
         self._shadow: tuple[int, float] = (-1, math.inf)  # (blocked head, its shadow time)
         self._reservation: _Reservation | None = None
         self._version = 0  # counts starts and ends: what a cached reservation depends on
-        self._arrival_pass = np.zeros(n, dtype=np.int64)  # the pass that first saw each job
-        self._scanned = (-1, -1, -1)  # (head, version, pass) after the last EASY scan
+        self._scanned = (-1, -1, -1)  # (head, version, newest arrival) at the last EASY scan
         self._passes = 0
         self._util_t: list[float] = []
         self._util_busy: list[int] = []
@@ -153,6 +154,7 @@ class Simulator:
         self._backfill = BackfillContext(
             self._state,
             self._running,
+            self._queue.waiting,
             self.cluster,
             self.placer,
             self._shapes,
@@ -207,8 +209,7 @@ class Simulator:
     def _arrive(self) -> None:
         index = self._arrivals[self._next_arrival]
         self._next_arrival += 1
-        self._arrived.append(index)
-        self._waiting[index] = True
+        self._queue.arrive(index)
         if self._next_arrival < len(self._arrivals):
             self._schedule_arrival()
         self._after_event()
@@ -236,7 +237,7 @@ class Simulator:
         self._state.allocate(alloc)
         speed = self.cluster.speed_of(alloc.gpu_type) if self._num_gpus[index] > 0 else 1.0
         self._start[index] = now
-        self._waiting[index] = False
+        self._queue.start(index)
         self._version += 1
         if index == self._committed:
             self._committed = None
@@ -244,18 +245,9 @@ class Simulator:
         self._loop.schedule(now + self._run[index] / speed, self._completion(index))
 
     # -- the scheduling pass ---------------------------------------------------------------------
-    def _queue_scores(self, now: float) -> np.ndarray:
-        queue = self._queue
-        interval = self.config.recompute_interval_s
-        if interval is None or now >= self._next_refresh_s:
-            self._scores[queue] = self.policy.score(self._queue_state(queue, now))
-            if interval is not None:
-                self._next_refresh_s = now + interval
-        else:
-            fresh = queue[np.isnan(self._scores[queue])]
-            if len(fresh):
-                self._scores[fresh] = self.policy.score(self._queue_state(fresh, now))
-        return self._scores[queue]
+    def _score(self, queue: np.ndarray, now: float) -> np.ndarray:
+        """The policy's scores of ``queue`` at ``now``."""
+        return self.policy.score(self._queue_state(queue, now))
 
     def _queue_state(self, queue: np.ndarray, now: float) -> QueueState:
         return QueueState(
@@ -271,20 +263,15 @@ class Simulator:
         if self.config.max_passes is not None and self._passes > self.config.max_passes:
             raise HetschedError(f"simulation exceeded {self.config.max_passes} scheduling passes")
         now = self._loop.now_s()
-        if self._arrived:
-            self._arrival_pass[self._arrived] = self._passes
-            self._queue = np.concatenate((self._queue, self._arrived))
-            self._arrived = []
         if len(self._queue):
-            scores = self._queue_scores(now)
-            order = self._queue[np.argsort(scores, kind="stable")]
+            order = self._queue.ordered(now)
             committed = self._committed
             if committed is not None:
                 order = np.concatenate(([committed], order[order != committed]))
             if self._holder is not None and self._holder.holding():
                 order = order[:0]  # the policy keeps every job waiting until the next event
             if self._start_in_order(order, now):
-                self._queue = self._queue[self._waiting[self._queue]]
+                self._queue.compact_if_stale()
         self._util_t.append(now)
         self._util_busy.append(self._running.busy_gpus)
 
@@ -295,9 +282,15 @@ class Simulator:
         gpus = self._num_gpus
         started: list[int] = []
         failed: set[int] = set()
-        cpu_only_left: bool | None = None  # whether a CPU-only job waits (asked once, greedy)
+        waiting = self._queue.waiting
+        # Greedy may skip to the end of the queue: it stops once nothing left can fit.
+        smallest_after = _smallest_from(gpus[order]) if mode == "greedy" else None
         for position in range(len(order)):  # most passes stop early: no list of the whole queue
+            if smallest_after is not None and free_gpus < smallest_after[position]:
+                break
             index = int(order[position])
+            if not waiting[index]:
+                continue  # a stale entry: started earlier
             need = int(gpus[index])
             alloc = None
             shape = self._shape[index]
@@ -328,11 +321,6 @@ class Simulator:
             if mode == "rlscheduler-backfill":
                 started += self._rlscheduler_backfill(index, now, failed)
                 break
-            if free_gpus == 0:
-                if cpu_only_left is None:
-                    cpu_only_left = bool((gpus[order[position:]] == 0).any())
-                if not cpu_only_left:
-                    break  # greedy: nothing behind can fit
         return started
 
     def _easy_backfill(self, head: int, rest: np.ndarray, now: float, failed: set[int]):
@@ -354,7 +342,8 @@ class Simulator:
             # Nothing started or ended since the last scan for this head, and a candidate's end
             # only moves later with time: the jobs it turned down would be turned down again,
             # so only the jobs that arrived since can backfill.
-            rest = rest[self._arrival_pass[rest] > self._scanned[2]]
+            fresh = self._queue.arrived_after(self._scanned[2])
+            rest = self._queue.in_priority_order(fresh[fresh != head])
         assert cached is not None
         self._reservations.append((head, now, cached.shadow_s))
         started, extra_changed = easy_backfill(
@@ -363,7 +352,7 @@ class Simulator:
         # Jobs that end by the shadow time leave the reservation as it was; one that runs past
         # it took resources from ``extra``, where the head's placement could change.
         cached.version = -1 if extra_changed else self._version
-        self._scanned = (head, self._version, self._passes)
+        self._scanned = (head, self._version, self._queue.newest())
         return started
 
     def _rlscheduler_backfill(self, head: int, now: float, failed: set[int]) -> list[int]:
@@ -376,6 +365,11 @@ class Simulator:
             )
             self._shadow = (head, shadow_s)
             self._reservations.append((head, now, shadow_s))
-        queue = self._queue
-        waiting = queue[self._waiting[queue] & (queue != head)]
+        waiting = self._queue.in_arrival_order()
+        waiting = waiting[waiting != head]
         return rlscheduler_backfill(self._backfill, waiting, now, self._shadow[1], failed)
+
+
+def _smallest_from(values: np.ndarray) -> np.ndarray:
+    """``out[i] = min(values[i:])``: the smallest GPU count from each queue position on."""
+    return np.minimum.accumulate(values[::-1])[::-1]
