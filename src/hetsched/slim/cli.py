@@ -193,6 +193,11 @@ def train_router_command(
     advisors: str | None = typer.Option(
         None, help="learned: comma-separated rules seen as features and cloned (default: 5 rules)."
     ),
+    teacher: str | None = typer.Option(
+        None,
+        help="learned: rule to clone: best (default: the advisor with the best validation"
+        " score), per-episode, or a rule name.",
+    ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
     resume: bool = typer.Option(
         False, help="learned: continue from OUT/train-state.pt (same settings; --steps may grow)."
@@ -206,9 +211,10 @@ def train_router_command(
     if images is not None and images < 1:
         raise ConfigError(f"--images: expected at least 1 image, got {images}")
     if method == "ppo":
-        if scenarios or advisors or demo_episodes is not None or resume:
+        if scenarios or advisors or teacher or demo_episodes is not None or resume:
             raise ConfigError(
-                "--scenarios, --advisors, --demo-episodes and --resume apply to --method learned"
+                "--scenarios, --advisors, --teacher, --demo-episodes and --resume apply to"
+                " --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -224,6 +230,7 @@ def train_router_command(
     updates = {
         "scenarios": None if scenarios is None else _names(scenarios),
         "advisors": None if advisors is None else _names(advisors),
+        "teacher": teacher,
         "preset": preset,
         "images": images,
         "ppo_steps": steps,

@@ -59,13 +59,14 @@ def test_train_the_learned_router_then_resume(tmp_path):
     assert len(rows) == 1 + 1 + 2  # header, cloning, a chunk of 64 decisions and one of 32
 
 
-def test_train_router_options_of_the_other_method_are_refused():
-    from hetsched.core.errors import ConfigError
+def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
+    from hetsched.core.errors import ConfigError, UnknownNameError
 
     for args in (["--method", "ppo", "--resume"], ["--scenario", "paper"], ["--method", "x"],
-                 ["--scenarios", "failure"]):  # fmt: skip
+                 ["--scenarios", "failure"], ["--method", "ppo", "--teacher", "slackfit"],
+                 ["--teacher", "nope"], ["--advisors", "nope"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
-        assert isinstance(result.exception, ConfigError), args
+        assert isinstance(result.exception, ConfigError | UnknownNameError), args
 
 
 def test_bad_seeds_and_unknown_router_are_clean_errors(tmp_path):
