@@ -114,6 +114,7 @@ class ArmResult:
         gpu_utilisation_pct: Busy GPU-seconds / (GPUs x makespan), in %.
         start_order: Workload row indices of the started jobs in order of start (ties by row).
         priority_changes: ``scontrol`` priority updates applied (live hetsched arm only).
+        oversubscribe_changes: OverSubscribe updates applied (live hetsched arm with a placer).
         final_states: Jobs per final Slurm state (live; e.g. ``{"COMPLETED": 63, "TIMEOUT": 1}``).
         never_started: Jobs that ended without starting (left out of the metrics).
         adapter_error: Why the adapter stopped early, if it did.
@@ -128,6 +129,7 @@ class ArmResult:
     gpu_utilisation_pct: float
     start_order: list[int] = field(default_factory=list)
     priority_changes: int = 0
+    oversubscribe_changes: int = 0
     final_states: dict[str, int] = field(default_factory=dict)
     never_started: int = 0
     adapter_error: str | None = None
@@ -229,14 +231,12 @@ class _AdapterThread:
     def __init__(self, adapter: SlurmAdapter) -> None:
         self.adapter = adapter
         self.stop = threading.Event()
-        self.priority_changes = 0
+        self.applied: Counter[str] = Counter()
         self.error: str | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _count(self, report: ScanReport) -> None:
-        self.priority_changes += sum(
-            c.what == "priority" and c.outcome == "applied" for c in report.changes
-        )
+        self.applied.update(c.what for c in report.changes if c.outcome == "applied")
 
     def _run(self) -> None:
         try:
@@ -282,7 +282,8 @@ def run_live_arm(
         repeat,
         *outcome.metrics,
         outcome.start_order,
-        priority_changes=0 if loop is None else loop.priority_changes,
+        priority_changes=0 if loop is None else loop.applied["priority"],
+        oversubscribe_changes=0 if loop is None else loop.applied["oversubscribe"],
         final_states=outcome.final_states,
         never_started=outcome.never_started,
         adapter_error=None if loop is None else loop.error,
