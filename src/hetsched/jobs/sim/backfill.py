@@ -26,7 +26,7 @@ from hetsched.jobs.sim.running_jobs import RunningJobs
 
 #: Below this many candidates the per-job tests in Python beat a vectorised pre-filter.
 VECTOR_FILTER_MIN = 16
-#: Candidates filtered at a time.
+#: Candidates filtered in the first slice of a scan (see :func:`scan_chunks`).
 SCAN_CHUNK = 256
 
 
@@ -108,8 +108,11 @@ def easy_backfill(
             could_end = now_s + shortest_s[chunk] <= shadow_s
             fits_now = (need_all <= ctx.running.free_gpus) & ctx.waiting[chunk]
             chunk = chunk[fits_now & (could_end | (need_all <= extra_total))]
-        for index in chunk.tolist():
+        for position in range(len(chunk)):  # not tolist(): the scan often stops early
             free_gpus = ctx.running.free_gpus
+            if free_gpus < ctx.smallest_job_gpus:
+                break
+            index = int(chunk[position])
             need = int(gpus[index])
             shape = int(shape_of[index])
             if need > free_gpus or shape in failed or not ctx.waiting[index]:
@@ -167,7 +170,10 @@ def rlscheduler_backfill(
             could_end = now_s + ctx.shortest_run_s[chunk] < shadow_s
             fits_now = (gpus[chunk] <= ctx.running.free_gpus) & ctx.waiting[chunk]
             chunk = chunk[fits_now & could_end]
-        for index in chunk.tolist():
+        for position in range(len(chunk)):  # not tolist(): the scan often stops early
+            if ctx.running.free_gpus < ctx.smallest_job_gpus:
+                break
+            index = int(chunk[position])
             need = int(gpus[index])
             shape = int(shape_of[index])
             if need > ctx.running.free_gpus or shape in failed or not ctx.waiting[index]:
@@ -186,7 +192,11 @@ def rlscheduler_backfill(
 
 
 def scan_chunks(jobs: np.ndarray) -> Iterator[np.ndarray]:
-    """``jobs`` in consecutive slices of :data:`SCAN_CHUNK`: a scan filters one slice at a time
-    and stops once nothing more fits, so a queue of thousands costs what its head does."""
-    for first in range(0, len(jobs), SCAN_CHUNK):
-        yield jobs[first : first + SCAN_CHUNK]
+    """``jobs`` in consecutive slices, the first :data:`SCAN_CHUNK` long and each next one four
+    times longer: a scan filters one slice at a time and stops once nothing more fits, so it
+    costs what the queue's head does when the free resources fill early, and a few vectorised
+    steps over the whole queue when they do not."""
+    first, size = 0, SCAN_CHUNK
+    while first < len(jobs):
+        yield jobs[first : first + size]
+        first, size = first + size, 4 * size
