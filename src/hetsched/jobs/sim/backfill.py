@@ -103,11 +103,18 @@ def easy_backfill(
             break  # nothing more can start now
         if len(chunk) > VECTOR_FILTER_MIN:
             # The loop's first tests, vectorised: fits in the free GPU count now, and could end
-            # before the shadow time on the fastest GPU type or fit in the extra GPUs.
+            # before the shadow time on the fastest GPU type or fit in the extra GPUs (that test
+            # is left out where its answer is known: the extra GPUs hold no job, or every job
+            # that fits now).
             need_all = gpus[chunk]
-            could_end = now_s + shortest_s[chunk] <= shadow_s
-            fits_now = (need_all <= ctx.running.free_gpus) & ctx.waiting[chunk]
-            chunk = chunk[fits_now & (could_end | (need_all <= extra_total))]
+            free_gpus = ctx.running.free_gpus
+            keep = (need_all <= free_gpus) & ctx.waiting[chunk]
+            if extra_total < free_gpus:
+                could_end = now_s + shortest_s[chunk] <= shadow_s
+                if extra_total >= ctx.smallest_job_gpus:
+                    could_end |= need_all <= extra_total
+                keep &= could_end
+            chunk = chunk[keep]
         for position in range(len(chunk)):  # not tolist(): the scan often stops early
             free_gpus = ctx.running.free_gpus
             if free_gpus < ctx.smallest_job_gpus:
