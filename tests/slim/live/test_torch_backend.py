@@ -12,6 +12,7 @@ from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.core.utilization import MIN_INTERVAL_S
 from hetsched.slim.executor.backend import SegmentKey
+from hetsched.slim.live import torch_backend
 from hetsched.slim.live.devices import resolve_live_device
 from hetsched.slim.live.torch_backend import BusyShare, TorchBackend
 from hetsched.slim.model.costs import compute_cost_table
@@ -173,3 +174,32 @@ def test_busy_share_is_the_busy_part_of_its_window() -> None:
     assert busy == pytest.approx(25.0, abs=15.0)  # about 0.05 s of a 0.2 s window
     time.sleep(0.25)
     assert share.utilization_pct() == 0.0  # the busy span left the window
+
+
+def test_busy_share_counts_slots() -> None:
+    """With two compute slots, one running batch keeps the device half busy."""
+    share = BusyShare(window_s=0.2, slots=2)
+    share.started()
+    time.sleep(0.2)
+    assert share.utilization_pct() == pytest.approx(50.0, abs=5.0)
+    share.started()
+    time.sleep(0.2)
+    assert share.utilization_pct() == pytest.approx(100.0, abs=5.0)
+    share.finished()
+    share.finished()
+    time.sleep(0.01)
+    assert share.utilization_pct() < 95.0  # the block on loads lifts within ms of the stop
+
+
+def test_cpu_batches_compute_in_no_more_slots_than_the_cores_allow(
+    monkeypatch: pytest.MonkeyPatch, digits_model: SlimResNet
+) -> None:
+    monkeypatch.setattr(torch_backend.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(torch_backend.torch, "get_num_threads", lambda: 2)
+    assert torch_backend.cpu_compute_slots() == 2
+    monkeypatch.setattr(torch_backend.torch, "get_num_threads", lambda: 8)
+    assert torch_backend.cpu_compute_slots() == 1
+    backend = TorchBackend(digits_model, RealTimeLoop(), "cpu", max_workers=32)
+    assert backend.compute_slots == 1
+    assert backend.utilization_pct() == 0.0  # the CPU reads its busy share, never a stale one
+    backend.close()

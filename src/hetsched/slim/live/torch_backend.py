@@ -9,7 +9,8 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
   frees the device's cached memory.
 * ``run_batch`` (line 10, RUNBATCH) stacks the requests' activations into one batch and runs it
   under ``torch.inference_mode()`` on a worker thread (one per concurrently busy instance; torch
-  releases the GIL while it computes; on CUDA each worker has its own stream), then hands the
+  releases the GIL while it computes; on CUDA each worker has its own stream; on the CPU at most
+  :func:`cpu_compute_slots` compute at once, the others wait for a slot), then hands the
   outputs back to the loop's thread with ``call_soon_threadsafe``, so the executor's state is only
   ever touched by that thread. An instance wider than the requested width (FINDFREEBESTFIT, line
   5) runs at its own width, as the paper's instance does: the executor reports the instance's
@@ -17,12 +18,14 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
   channels match it.
 * Telemetry: device memory from ``torch.cuda.memory_allocated`` on CUDA (the account of loaded
   instance bytes on the CPU, which has no allocator statistics); utilisation from NVML on NVIDIA
-  GPUs, the busy share of this process's cores on the CPU; power and energy from the best meter of
-  :mod:`hetsched.core.energy`, whose ``source`` is kept beside every figure.
+  GPUs, the busy share of the backend's compute slots on the CPU (:class:`BusyShare`); power and
+  energy from the best meter of :mod:`hetsched.core.energy` (on the CPU its power model reads this
+  process's CPU share), whose ``source`` is kept beside every figure.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -62,43 +65,58 @@ class ThreadsafeClock(Protocol):
 
 
 class BusyShare:
-    """Share of the last ``window_s`` seconds in which a batch of this backend ran.
+    """Share of the last ``window_s`` seconds the backend's compute slots were running batches.
 
-    The utilisation of a GPU that NVML cannot read (e.g. a ROCm device): what this process keeps
-    busy, which is what the power model and the utilisation block threshold need.
+    The utilisation of a device that has no reading of its own for this backend's work: a GPU
+    that NVML cannot read (e.g. a ROCm device), and the CPU, where the process's CPU share would
+    count the loop's own work and lag behind by its read interval. A reading is taken at every
+    call (no cached value), so once the batches stop it falls below U_blk within a few ms: a
+    head that waits on CANLOAD while this backend's own batches kept the device busy is not
+    held back by a stale reading (each such wait cost up to a read interval of an idle device).
+
+    Args:
+        window_s: The sliding window.
+        slots: Batches that make the device fully busy (two at once on one slot count once).
     """
 
     source = "busy-share"
 
-    def __init__(self, window_s: float = 1.0) -> None:
+    def __init__(self, window_s: float = 1.0, slots: int = 1) -> None:
         self.window_s = window_s
-        self._intervals: deque[tuple[float, float]] = deque()
+        self.slots = slots
+        self._spans: deque[tuple[float, float, float]] = deque()
+        """(begin, end, busy fraction) of the past, oldest first."""
         self._running = 0
-        self._busy_since_s = 0.0
+        self._since_s = time.monotonic()
         self._lock = threading.Lock()
 
-    def started(self) -> None:
+    def _share(self) -> float:
+        return min(self._running, self.slots) / self.slots
+
+    def _change(self, delta: int) -> None:
         with self._lock:
-            if self._running == 0:
-                self._busy_since_s = time.monotonic()
-            self._running += 1
+            now_s = time.monotonic()
+            if self._running:
+                self._spans.append((self._since_s, now_s, self._share()))
+            self._running += delta
+            self._since_s = now_s
+
+    def started(self) -> None:
+        self._change(+1)
 
     def finished(self) -> None:
-        with self._lock:
-            self._running -= 1
-            if self._running == 0:
-                self._intervals.append((self._busy_since_s, time.monotonic()))
+        self._change(-1)
 
     def utilization_pct(self) -> float | None:
         now_s = time.monotonic()
         start_s = now_s - self.window_s
         with self._lock:
-            while self._intervals and self._intervals[0][1] < start_s:
-                self._intervals.popleft()
-            spans = list(self._intervals)
+            while self._spans and self._spans[0][1] < start_s:
+                self._spans.popleft()
+            spans = list(self._spans)
             if self._running:
-                spans.append((self._busy_since_s, now_s))
-        busy_s = sum(end - max(begin, start_s) for begin, end in spans)
+                spans.append((self._since_s, now_s, self._share()))
+        busy_s = sum((end - max(begin, start_s)) * share for begin, end, share in spans)
         return 100.0 * min(busy_s / self.window_s, 1.0)
 
 
@@ -123,6 +141,26 @@ class LiveInstance:
     last_latency_s: float = 0.0
 
 
+CPU_BUSY_WINDOW_S = 0.1
+"""The CPU's busy-share window: as long as the interval of a CPU-time reading (clock ticks are
+10 ms), short enough that the executor's utilisation block lifts soon after its batches stop."""
+
+
+def cpu_compute_slots() -> int:
+    """How many CPU batches may compute at once without oversubscribing this process's cores.
+
+    Each batch already spreads over ``torch.get_num_threads()`` OpenMP threads, and every worker
+    thread that calls into torch gets a team of its own. Two batches at once on cores that one
+    team fills put more threads than cores into parallel regions whose barriers wait for the
+    slowest thread: a descheduled team member stalls the whole team for a time slice, at every
+    operator. Measured on 2 cores with 2 torch threads (benchmarks/bench_live_executor.py), 32
+    concurrent workers cost 20-25 % more CPU per image than the plain loop, and some rounds ran
+    at a quarter of its throughput.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(1, torch.get_num_threads()))
+
+
 def _raise(error: BaseException) -> None:
     raise error
 
@@ -139,9 +177,11 @@ class TorchBackend:
             datasheet spec, :func:`device_spec_for`).
         meter: Energy meter (default: :func:`~hetsched.core.energy.best_meter` for the device).
         utilization: Utilisation reader (default: NVML on GPUs, falling back to this backend's
-            busy share; this process's share of the cores on the CPU, because a shared machine's
-            other work would otherwise block every load).
-        max_workers: Worker threads (at most this many batches run at once).
+            busy share; on the CPU the busy share of its compute slots over
+            :data:`CPU_BUSY_WINDOW_S`: a shared machine's other work must not block every load,
+            and a CPU-time reading of the process lags by its interval).
+        max_workers: Worker threads (at most this many batches run at once). On the CPU no more
+            than :func:`cpu_compute_slots` run at once, whatever this says.
         name: The server's name in telemetry.
 
     Raises:
@@ -169,11 +209,19 @@ class TorchBackend:
         self.name = name or (
             self.spec.name if self.device.type == "cpu" else f"{self.spec.name}@{self.device}"
         )
-        self._busy_share = BusyShare()
+        self.compute_slots = (
+            min(max_workers, cpu_compute_slots()) if self.device.type == "cpu" else max_workers
+        )
+        """Batches that compute at once; the executor may start more, which wait for a slot."""
+        self._busy_share = (
+            BusyShare(CPU_BUSY_WINDOW_S, self.compute_slots)
+            if self.device.type == "cpu"
+            else BusyShare()
+        )
         self._utilization = utilization or self._default_utilization()
         self.meter = meter or best_meter(str(self.device), self.spec, self._meter_utilization())
         self._costs = compute_cost_table(self._model.num_classes, widths=self._model.widths)
-        self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix=f"{self.name}-batch")
+        self._pool = ThreadPoolExecutor(self.compute_slots, thread_name_prefix=f"{self.name}-batch")
         self._thread_state = threading.local()
         self._loaded: set[LiveInstance] = set()
         self._offloaded: dict[tuple[int, float], list[tuple[SegmentAtWidth, int]]] = {}
@@ -202,14 +250,17 @@ class TorchBackend:
 
     def _default_utilization(self) -> UtilizationReader:
         if self.device.type == "cpu":
-            return CpuUtilization("process")
+            return self._busy_share
         try:
             return NvmlUtilization(self.device.index or 0)
         except NvmlUnavailableError:
             return self._busy_share
 
     def _meter_utilization(self) -> UtilizationReader:
-        """A reader of the power model's own (interval readers must not be shared)."""
+        """A reader of the power model's own (interval readers must not be shared). On the CPU it
+        is this process's CPU share, which is what draws power (decoding and the loop included)."""
+        if self.device.type == "cpu":
+            return CpuUtilization("process")
         if isinstance(self._utilization, CpuUtilization):
             return CpuUtilization(self._utilization.scope, self._utilization.min_interval_s)
         return self._utilization
@@ -305,13 +356,13 @@ class TorchBackend:
                     f" {key.prev_width} gives {expected}"
                 )
         handle.busy = True
-        self._busy_share.started()
         self._pool.submit(self._run, handle, list(inputs), done)
 
     # -- worker side -------------------------------------------------------------------------------
 
     def _run(self, handle: LiveInstance, inputs: list[Any], done: BatchDone) -> None:
         """On a worker thread: the forward pass; then hands the outputs to the loop's thread."""
+        self._busy_share.started()  # here, not at submission: a batch may wait for a slot
         try:
             start_s = time.perf_counter()
             with torch.inference_mode(), self._worker_stream():
