@@ -310,7 +310,7 @@ def experiment_command(
         "--scenarios",
         help="Comma-separated scenarios (names from `hetsched slim scenarios` or YAML files):"
         " evaluate every registered router on each (mean ± 95 % CI, Pareto plots) instead of"
-        " the paper's experiment.",
+        " the paper's experiment; with --live on the live backend.",
     ),
     routers: str | None = typer.Option(
         None, help="With --scenarios: comma-separated routers (default: every registered one)."
@@ -342,19 +342,26 @@ def experiment_command(
     --scenarios every router on every named scenario."""
     torch.set_num_threads(1)
     if scenarios is not None:
-        if live or scenario_name is not None or rate is not None:
-            raise ConfigError("--scenarios runs the simulator on named scenarios; drop --live,"
+        if scenario_name is not None or rate is not None:
+            raise ConfigError("--scenarios runs named scenarios at their own rates; drop"
                               " --scenario and --rate")  # fmt: skip
         chosen = load_scenarios([name.strip() for name in scenarios.split(",") if name.strip()])
         overrides = {"num_images": images, "accuracy_table": accuracy_table, "slo_ms": slo_ms}
         _check_overrides(images, slo_ms)
-        chosen = {
-            name: _with_exact_width(with_overrides(scenario, **overrides), exact_width)
+        opened = {
+            name: _live(
+                _with_exact_width(with_overrides(scenario, **overrides), exact_width),
+                live, checkpoint, live_devices, accuracy_table,
+            )
             for name, scenario in chosen.items()
-        }
+        }  # fmt: skip
         names = None if routers is None else [r.strip() for r in routers.split(",") if r.strip()]
         factories, skipped = experiment_routers(names, _checkpoints(router_checkpoint))
-        run_scenario_experiment(chosen, _seed_count_or_list(seeds), out, factories, skipped)
+        setups = {name: setup for name, (_, setup) in opened.items() if setup is not None}
+        run_scenario_experiment(
+            {name: scenario for name, (scenario, _) in opened.items()},
+            _seed_count_or_list(seeds), out, factories, skipped, live=setups or None,
+        )  # fmt: skip
         return
     scenario = _scenario(scenario_name, images, accuracy_table, rate, slo_ms, exact_width)
     names_paper = tuple(name.strip() for name in baselines.split(",") if name.strip())

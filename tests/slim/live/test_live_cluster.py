@@ -74,7 +74,7 @@ def test_every_image_runs_all_four_segments_once_and_is_judged_by_its_real_logit
     # Five test images for twelve arrivals: image i carries test image i mod 5.
     setup = LiveSetup(checkpoint, opened.model, DATA, dataset.test_images[:5],
                       dataset.test_labels[:5], ("cpu", "cpu"), "test")  # fmt: skip
-    scenario = ScenarioConfig(servers=("a", "b"), num_images=12, rate_per_s=200.0)
+    scenario = ScenarioConfig(servers=("cpu", "cpu"), num_images=12, rate_per_s=200.0)
     cluster = build_cluster(scenario, 1, live=setup)
     segments_run = []
     for server in cluster.servers:
@@ -154,3 +154,26 @@ def test_live_errors_name_what_is_wrong(checkpoint, tmp_path):
         error = fails_with("experiment", "--live", "--checkpoint", str(checkpoint),
                            "--live-devices", "cpu,cuda:1,cpu")  # fmt: skip
         assert isinstance(error, ConfigError) and "'cuda:1': CUDA is not available" in str(error)
+
+
+@pytest.mark.usefixtures("cpu_only")
+def test_the_scenario_comparison_runs_live_with_predictions_for_the_slo_rules(checkpoint, tmp_path):
+    """`experiment --scenarios --live` (issue 19, item 6) at a tiny budget: the rules that read
+    predicted completion times get them from the scenario's device models."""
+    scenario = tmp_path / "live-tiny.yaml"
+    scenario.write_text(
+        "servers: [cpu, cpu]\nlink: loopback\narrival: bursty\nrate_per_s: 100\n"
+        "num_images: 8\nslo_ms: 500\nwarmup_fraction: 0\n"
+    )
+    out = invoke("experiment", "--scenarios", str(scenario), "--live", "--checkpoint",
+                 str(checkpoint), "--seeds", "2", "--routers", "constant-best,slackfit,random",
+                 "--out", str(tmp_path / "out"))  # fmt: skip
+    assert "2 servers on cpu, cpu" in out and "source power-model" in out
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert document["backend"] == "live" and "live-tiny" in document["live"]
+    (result,) = document["results"]
+    assert set(result["routers"]) == {"constant-best", "slackfit", "random"}
+    for router in result["routers"].values():
+        assert router["seeds"] == 2 and 0.0 <= router["slo_attainment"]["mean"] <= 1.0
+    # constant-best asks the device model for the fastest server: both are "cpu", so server 0.
+    assert result["routers"]["constant-best"]["executed_widths"]["1"] == 1.0

@@ -9,6 +9,10 @@ as one table per scenario (held-out scenarios marked), and saved as ``results.js
 A learned router (one whose constructor takes a ``checkpoint``) runs only when a checkpoint is
 given for it; otherwise it is listed as skipped, with the reason, so a table never silently
 lacks it.
+
+Given a :class:`~hetsched.slim.live.cluster.LiveSetup` per scenario, the same comparison runs on
+the live backend (issue 19, item 6): the servers run the model on real devices in wall-clock
+time, the routers and the metrics are the same objects.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from hetsched.slim.experiments.slo_metrics import (
     window_bounds,
     window_metrics,
 )
+from hetsched.slim.live.cluster import LiveSetup
 from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
 
@@ -45,9 +50,14 @@ RouterFactory = Callable[[int], Router]
 """seed -> a fresh router (one per run, so a router's own random draws are seeded too)."""
 
 
-def evaluate_window(scenario: ScenarioConfig, router: Router, seed: int) -> WindowMetrics:
-    """Runs ``router`` on the scenario's workload for ``seed``; its steady-state SLO metrics."""
-    cluster = build_cluster(scenario, seed)
+def evaluate_window(
+    scenario: ScenarioConfig, router: Router, seed: int, live: LiveSetup | None = None
+) -> WindowMetrics:
+    """Runs ``router`` on the scenario's workload for ``seed``; its steady-state SLO metrics.
+
+    With ``live`` the cluster's servers run the model on real devices in wall-clock time.
+    """
+    cluster = build_cluster(scenario, seed, live=live)
     start_s, end_s = window_bounds(cluster.arrival_times_s, scenario.warmup_fraction)
     probe = EnergyProbe(cluster, start_s, end_s)
     cluster.run(router)
@@ -106,13 +116,17 @@ def run_scenario_experiment(
     *,
     console: Console | None = None,
     progress: bool = True,
+    live: dict[str, LiveSetup] | None = None,
 ) -> list[ScenarioResult]:
     """Evaluates every router on every scenario and seed; prints, saves JSON/CSV and plots.
 
     A router that cannot route a scenario (a checkpoint trained for another number of servers)
-    is skipped there with the reason, not a crash of the whole evaluation.
+    is skipped there with the reason, not a crash of the whole evaluation. ``live`` (one setup
+    per scenario name) runs every scenario on the live backend instead of the simulator.
     """
     console = console or results_console()
+    for name, setup in (live or {}).items():
+        console.print(f"{name}: {setup.describe()}", highlight=False)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     total = len(scenarios) * len(routers) * len(seeds)
@@ -120,13 +134,15 @@ def run_scenario_experiment(
         task = bar.add_task("evaluating", total=total)
         for name, scenario in scenarios.items():
             result = ScenarioResult(name, scenario.held_out, scenario.description)
+            servers = None if live is None else live[name]
             result.skipped.update(skipped or {})
             for router_name, make_router in routers.items():
                 bar.update(task, description=f"{name}: {router_name}")
                 runs = RouterResult(router_name)
                 try:
                     for seed in seeds:
-                        runs.runs.append(evaluate_window(scenario, make_router(seed), seed))
+                        run = evaluate_window(scenario, make_router(seed), seed, servers)
+                        runs.runs.append(run)
                         bar.advance(task)
                 except (HetschedError, ValueError) as error:
                     result.skipped[router_name] = f"cannot route this scenario: {error}"
@@ -141,12 +157,15 @@ def run_scenario_experiment(
         plot_pareto(result, out_dir / f"pareto-{result.scenario}.png")
     document = {
         "seeds": seeds,
-        "backend": "simulated",
+        "backend": "simulated" if live is None else "live",
+        "live": {name: setup.describe() for name, setup in (live or {}).items()},
         "scenarios": {name: scenario.model_dump() for name, scenario in scenarios.items()},
         "results": [result.as_dict() for result in results],
     }
     (out_dir / "results.json").write_text(json.dumps(document, indent=1))
     write_csv(results, out_dir / "results.csv")
+    for name, setup in (live or {}).items():
+        console.print(f"{name}: {setup.energy_note()}", highlight=False)
     console.print(
         f"results: {out_dir / 'results.json'}, {out_dir / 'results.csv'};"
         f" Pareto plots: {out_dir}/pareto-*.png"

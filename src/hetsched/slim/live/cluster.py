@@ -15,12 +15,18 @@ clock exactly as it steps the simulated one.
   simulated delay); the real cost of those copies is inside the measured latencies.
 * Accuracy: the table's prior for segments 1-3 (eq. 7's p̃_acc), the last segment's real logits
   against the image's label for correctness.
+* Predictions: the routers that read predicted completion times (``constant-best``,
+  ``slackfit``, ``infaas``, ``least-completion``, the learned router) get them from the
+  scenario's device model of each server (name a profile written by ``hetsched slim profile``
+  on these devices for measured ones), the cost table of the model actually served (its classes
+  and image size) and the backlog each server carries; the loopback link predicts no transfer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +35,19 @@ import torch
 from hetsched.core.errors import ConfigError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.slim.cluster.accuracy_oracle import TableAccuracy
+from hetsched.slim.cluster.completion_model import CompletionModel
 from hetsched.slim.cluster.slim_cluster import ClusterConfig, SlimCluster
 from hetsched.slim.executor.backend import BatchDone, SegmentKey
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.live.devices import resolve_live_device
 from hetsched.slim.live.torch_backend import LiveInstance, TorchBackend
 from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoint
+from hetsched.slim.model.costs import SegmentCostTable, compute_cost_table
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.model.pipeline import ACCURACY_TABLE_NAME
 from hetsched.slim.model.slimresnet import SlimResNet
-from hetsched.slim.sim.scenario import ScenarioConfig
+from hetsched.slim.sim.scenario import ScenarioConfig, device_specs
+from hetsched.slim.sim.simulated_backend import batch_alone_s
 
 LINK_NOTE = (
     "link: loopback (activations copied in memory, no simulated delay; their real copy cost is"
@@ -78,6 +87,22 @@ def in_memory_transfer(
 ) -> float:
     """The loopback link: no simulated delay (the tensor copy itself is measured)."""
     return 0.0
+
+
+def live_completion_model(scenario: ScenarioConfig, costs: SegmentCostTable) -> CompletionModel:
+    """The routers' predicted completion times on live servers: each server's device model
+    (the scenario's, ideally a measured profile) on the served model's ``costs``, no transfer.
+
+    Raises:
+        ConfigError: Naming ``servers[i]`` for an unknown device or a bad profile.
+    """
+    return CompletionModel(
+        [partial(batch_alone_s, spec, costs) for spec in device_specs(scenario)],
+        in_memory_transfer,
+        scenario.executor.widths,
+        costs.num_segments,
+        scenario.executor.max_batch,
+    )
 
 
 class _ExpectedBackend(TorchBackend):
@@ -159,7 +184,8 @@ class LiveSetup:
     ) -> SlimCluster:
         """A cluster of fresh live servers (one evaluation run); closing it frees the devices.
 
-        Activations move in memory; correctness is the model's real answer (see module doc).
+        Activations move in memory; correctness is the model's real answer; predictions come
+        from the scenario's device models (see module doc).
         """
         loop = RealTimeLoop()
         backends = [
@@ -169,10 +195,17 @@ class LiveSetup:
         servers = [GreedyExecutor(b, loop, scenario.executor, name=b.name) for b in backends]
         self.energy_sources.update(backend.energy_source for backend in backends)
         accuracy = LiveAccuracy(oracle, self.labels)
-        cluster = SlimCluster(servers, loop, in_memory_transfer, accuracy, config)
+        completion = live_completion_model(scenario, self.costs())
+        cluster = SlimCluster(servers, loop, in_memory_transfer, accuracy, config, completion)
         for backend in backends:
             cluster.on_close(backend.close)
         return cluster
+
+    def costs(self) -> SegmentCostTable:
+        """The cost table of the served model: its classes and its test images' size."""
+        return compute_cost_table(
+            self.model.num_classes, int(self.images.shape[-1]), self.model.widths
+        )
 
     def image(self, image_id: int) -> torch.Tensor:
         """The test image workload image ``image_id`` carries (in turn again past the split)."""
@@ -205,6 +238,7 @@ def open_live_scenario(
     one was given (for training too, so the router learns the model it will run).
     """
     setup = LiveSetup.open(checkpoint, len(scenario.servers), scenario.widths, device_names)
+    device_specs(scenario)  # a bad device model fails here, naming servers[i], before any run
     beside = measured_table_beside(checkpoint)
     if not accuracy_table_given and scenario.accuracy_table == "paper" and beside is not None:
         scenario = scenario.model_copy(update={"accuracy_table": str(beside)})
