@@ -32,30 +32,22 @@ Interpretation of the knobs, where the paper leaves room:
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import sub
 from typing import Any
 
-from hetsched.core.errors import ConfigError
-from hetsched.slim.executor.backend import EnergyReporter, ExecutorBackend, SegmentKey
-from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.executor.backend import SegmentKey
+from hetsched.slim.executor.greedy_state import GreedyState
 from hetsched.slim.executor.queues import Instance, KeyQueue
 from hetsched.slim.executor.server import (
     BatchFinished,
-    SchedulingClock,
     SegmentDone,
     SegmentOutputDone,
-    ServerTelemetry,
 )
-from hetsched.slim.executor.telemetry import ExecutorTelemetry
-
-IMAGE_WIDTH = 1.0
-"""The previous width of segment 0's input (the whole image)."""
 
 
-class GreedyExecutor:
+class GreedyExecutor(GreedyState):
     """Algorithm 1 on one backend; the cluster's
     :class:`~hetsched.slim.executor.server.SegmentServer`.
 
@@ -68,50 +60,6 @@ class GreedyExecutor:
     Raises:
         ConfigError: If M_max exceeds the device's memory (naming ``vram_cap_bytes``).
     """
-
-    def __init__(
-        self,
-        backend: ExecutorBackend,
-        clock: SchedulingClock,
-        config: ExecutorConfig | None = None,
-        name: str | None = None,
-    ) -> None:
-        self.backend = backend
-        self.clock = clock
-        self.config = config = config or ExecutorConfig()
-        self.name = name or backend.name
-        self.vram_cap_bytes = config.vram_cap_bytes or backend.memory_bytes
-        if self.vram_cap_bytes > backend.memory_bytes:
-            raise ConfigError(
-                f"vram_cap_bytes: M_max {self.vram_cap_bytes} exceeds the memory of"
-                f" {backend.name} ({backend.memory_bytes} bytes)"
-            )
-        self.record = ExecutorTelemetry(config.sample_interval_s)
-        """Counters, durations and the sampled series (:mod:`hetsched.slim.executor.telemetry`)."""
-        self._max_batch = config.max_batch
-        self._scale_queue_threshold = config.scale_queue_threshold
-        self._widths = frozenset(config.widths)
-        self._queues: dict[tuple[int, float, float], KeyQueue] = {}
-        self._order: deque[KeyQueue] = deque()
-        """The FIFO's arrival order: the key queue of each waiting request, oldest first."""
-        self._queued = 0
-        self._queued_by_segment: list[int] = []
-        self._free: dict[tuple[int, float], list[Instance]] = {}
-        self._blocked: KeyQueue | None = None
-        self._loaded: dict[tuple[int, float], int] = {}
-        self._instances_loaded = 0
-        self._running = 0
-        self._unload_at_s: float | None = None
-        self._retry_pending = False
-        self._paused = False
-        self._batch_callbacks: set[BatchFinished] = set()
-        """The ``finished`` callbacks of :meth:`submit_many`: called once per batch."""
-        self._energy_reporter = backend if isinstance(backend, EnergyReporter) else None
-        self._telemetry: ServerTelemetry | None = None
-        """The last telemetry, kept while nothing changed it; only for a backend whose readings
-        change only when a batch starts or ends (``readings_follow_batches``: the simulated
-        device), since a live device's power and utilisation move on their own."""
-        self._keep_telemetry = bool(getattr(backend, "readings_follow_batches", False))
 
     # -- the SegmentServer protocol ---------------------------------------------------------------
 
@@ -131,11 +79,9 @@ class GreedyExecutor:
         Raises:
             ConfigError: If ``width`` is not in W, or one instance of it cannot fit under M_max.
         """
-        key = (segment, width, IMAGE_WIDTH if prev_width is None else prev_width)
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._new_queue(key)
-        self._enqueue(queue, segment, done, payload, self.clock.now_s())
+        self._enqueue(
+            self._queue(segment, width, prev_width), segment, done, payload, self.clock.now_s()
+        )
 
     def submit_many(
         self,
@@ -151,14 +97,37 @@ class GreedyExecutor:
         Raises:
             ConfigError: As :meth:`submit`.
         """
-        key = (segment, width, IMAGE_WIDTH if prev_width is None else prev_width)
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._new_queue(key)
+        queue = self._queue(segment, width, prev_width)
         self._batch_callbacks.add(finished)
         now_s = self.clock.now_s()
         for payload in payloads:
-            self._enqueue(queue, segment, finished, payload, now_s)
+            if (
+                self._order
+                or self._paused
+                or not self._start_alone(queue, finished, payload, now_s)
+            ):
+                self._enqueue(queue, segment, finished, payload, now_s)
+
+    def _start_alone(
+        self, queue: KeyQueue, done: Callable[..., None], payload: Any, now_s: float
+    ) -> bool:
+        """With nothing waiting, a request that finds a free instance runs at once (lines 3-5 and
+        10 for a batch of one): what :meth:`_enqueue` then :meth:`_dispatch` would do, without
+        queueing it first (the usual case below saturation). False (nothing done) when no free
+        instance fits: then the request queues and the loop decides (scale-up or wait).
+        """
+        for instances in queue.fitting:  # line 5: FINDFREEBESTFIT
+            if instances:
+                instance = instances.pop()
+                break
+        else:
+            return False
+        record = self.record
+        record.submitted += 1
+        self._start_batch(instance, queue.segment_key, [now_s], [done], [payload], now_s)
+        if now_s >= record.next_sample_s:
+            record.sample(now_s, self)
+        return True
 
     def _enqueue(
         self, queue: KeyQueue, segment: int, done: Callable[..., None], payload: Any, now_s: float
@@ -181,21 +150,6 @@ class GreedyExecutor:
         ):
             self._dispatch(now_s)
 
-    def telemetry(self) -> ServerTelemetry:
-        """Queue length, power and utilisation now (the router's state, eq. 1); read-only."""
-        telemetry = self._telemetry
-        if telemetry is None:
-            backend = self.backend
-            telemetry = ServerTelemetry(
-                self._queued,
-                backend.power_w(),
-                backend.max_power_w,
-                backend.utilization_pct() or 0.0,
-            )
-            if self._keep_telemetry:
-                self._telemetry = telemetry
-        return telemetry
-
     def pause(self) -> None:
         """The server is down: no batch starts until :meth:`resume` (running ones finish and
         requests keep queueing)."""
@@ -205,37 +159,6 @@ class GreedyExecutor:
         """The server is back: run what waits."""
         self._paused = False
         self._dispatch(self.clock.now_s())
-
-    # -- read-only state, for telemetry and tests ------------------------------------------------
-
-    @property
-    def queue_length(self) -> int:
-        """Requests waiting in the FIFO."""
-        return self._queued
-
-    def queue_by_segment(self) -> tuple[int, ...]:
-        """Requests waiting per segment (0-based index)."""
-        return tuple(self._queued_by_segment)
-
-    @property
-    def running_batches(self) -> int:
-        """Batches running now (one per busy instance)."""
-        return self._running
-
-    @property
-    def instances_loaded(self) -> int:
-        """Instances on the device, busy or free."""
-        return self._instances_loaded
-
-    def loaded_instances(self) -> dict[tuple[int, float], int]:
-        """Instances loaded per (segment, width)."""
-        return {key: count for key, count in self._loaded.items() if count}
-
-    def energy(self) -> tuple[float, str]:
-        """(joules since start, source) from the backend's counter; (NaN, ``none``) without one."""
-        if self._energy_reporter is None:
-            return float("nan"), "none"
-        return self._energy_reporter.energy_j(), self._energy_reporter.energy_source
 
     # -- Algorithm 1 --------------------------------------------------------------------------
 
@@ -315,20 +238,33 @@ class GreedyExecutor:
         size = len(queue.dones)
         if size > self._max_batch:
             size = self._max_batch
-        instance.batch = enqueued_s, _, payloads = queue.take(size)
+        enqueued_s, dones, payloads = queue.take(size)
         self._queued -= size
-        self._telemetry = None
         self._queued_by_segment[instance.segment] -= size
+        self._start_batch(instance, queue.segment_key, enqueued_s, dones, payloads, now_s)
+        return size
+
+    def _start_batch(
+        self,
+        instance: Instance,
+        key: SegmentKey,
+        enqueued_s: list[float],
+        dones: list[Callable[..., None]],
+        payloads: list[Any],
+        now_s: float,
+    ) -> None:
+        """Runs the requests (enqueue times, dones, payloads) on ``instance`` (line 10)."""
+        instance.batch = (enqueued_s, dones, payloads)
+        self._telemetry = None
         self._running += 1  # line 10: inst.busy <- true (it is out of its free list)
         record = self.record
         # now - t_enq of each request; map, unlike a comprehension, runs no Python frame
         record.queue_durations_s.extend(map(sub, repeat(now_s), enqueued_s))
         backend = self.backend
-        backend.run_batch(instance.handle, queue.segment_key, payloads, instance.end_batch)
+        backend.run_batch(instance.handle, key, payloads, instance.end_batch)
         vram_bytes = backend.vram_used_bytes()
         if vram_bytes > record.peak_vram_bytes:
             record.peak_vram_bytes = vram_bytes
-        return size
 
     def _batch_done(self, instance: Instance, outputs: Sequence[Any]) -> None:
         now_s = self.clock.now_s()
@@ -395,30 +331,3 @@ class GreedyExecutor:
         if earliest_s is not None:
             self._arm_unloader(earliest_s + idle_s)
         self._dispatch(now_s)
-
-    # -- bookkeeping --------------------------------------------------------------------------
-
-    def _new_queue(self, key: tuple[int, float, float]) -> KeyQueue:
-        """First request of a key: validate it against W and M_max once, create its queue."""
-        segment, width, prev_width = key
-        if width not in self._widths:
-            raise ConfigError(f"width {width} is not in the executor's W {self.config.widths}")
-        needed_bytes = self.backend.instance_bytes(segment, width)
-        if needed_bytes > self.vram_cap_bytes:
-            raise ConfigError(
-                f"vram_cap_bytes: M_max {self.vram_cap_bytes} is smaller than one instance of"
-                f" segment {segment + 1} at width {width} ({needed_bytes} bytes)"
-            )
-        while len(self._queued_by_segment) <= segment:
-            self._queued_by_segment.append(0)
-        for candidate in self.config.widths:
-            self._free.setdefault((segment, candidate), [])
-            self._loaded.setdefault((segment, candidate), 0)
-        exact = self.config.exact_width
-        fitting = tuple(
-            self._free[(segment, candidate)]
-            for candidate in self.config.widths
-            if candidate == width or (candidate > width and not exact)
-        )
-        queue = self._queues[key] = KeyQueue(SegmentKey(segment, width, prev_width), fitting)
-        return queue
