@@ -25,6 +25,7 @@ from hetsched.jobs.policies.heuristics import make_policy
 from hetsched.jobs.rl.agent import load_checkpoint
 from hetsched.jobs.rl.episodes import EpisodeOutcome, check_metric
 from hetsched.jobs.rl.evaluation import evaluate_agents, write_report
+from hetsched.jobs.rl.ray_rollouts import open_rollouts
 from hetsched.jobs.rl.scenario import Scenario, load_scenario
 from hetsched.jobs.rl.table9 import (
     BEST_ROW,
@@ -35,7 +36,8 @@ from hetsched.jobs.rl.table9 import (
     run_table9,
     write_table9,
 )
-from hetsched.jobs.rl.training import TrainConfig, check_agent, plot_training_curve, train_agent
+from hetsched.jobs.rl.train_config import TrainConfig, check_agent
+from hetsched.jobs.rl.training import plot_training_curve, train_agent
 
 DEFAULT_BASES = "fcfs,sjf,f1,wfp3"
 
@@ -165,6 +167,16 @@ def train(
         4, help="SchedInspector: consecutive rejections before the pick is accepted unasked."
     ),
     seed: int = typer.Option(0, help="Training seed (weights, sampling, episode starts)."),
+    workers: int = typer.Option(
+        0,
+        help="Rollout workers as Ray actors, one CPU each (0 = play episodes in this process)."
+        " The trained agent is the same for any number.",
+    ),
+    address: str | None = typer.Option(
+        None,
+        help="With --workers: the Ray cluster to join (auto, HOST:PORT or ray://HOST:PORT);"
+        " default a local Ray session with --workers CPUs.",
+    ),
     out: Path = typer.Option(Path("runs/jobs/train"), help="Output folder."),
 ) -> None:
     """Trains a learned scheduler with PPO (RLTune's prioritiser, or the learned baselines
@@ -204,7 +216,8 @@ def train(
         def advance(index: int, outcome: EpisodeOutcome) -> None:
             progress.update(task, advance=1, last=f"last reward {outcome.reward:+.3f}")
 
-        run = train_agent(scenario.train, scenario.cluster, config, out, advance)
+        with open_rollouts(scenario.train, scenario.cluster, config, workers, address) as rollouts:
+            run = train_agent(scenario.train, scenario.cluster, config, out, advance, rollouts)
     wall_s = time.perf_counter() - started
     title = f"training {agent}, metric {metric}; improvement = normalised gap to {base_policy}"
     table = Table(title=title)
@@ -225,7 +238,13 @@ def train(
         f"{scenario.name}: {agent} vs {base_policy} ({metric})",
         out / "training_curve.png",
     )
-    summary = {"scenario": info, "wall_s": wall_s, "checkpoint": str(run.checkpoint)}
+    summary = {
+        "scenario": info,
+        "wall_s": wall_s,
+        "rollout_workers": workers,
+        "ray_address": address,
+        "checkpoint": str(run.checkpoint),
+    }
     (out / "run.json").write_text(json.dumps(summary, indent=2, default=str))
     console.print(
         f"trained {total} episodes in {wall_s:.0f} s; saved in {out}: agent.pt, checkpoints/,"

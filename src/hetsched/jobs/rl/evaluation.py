@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +104,19 @@ class EvaluationReport:
         }
 
 
+def agent_label(name: str, path: Path, taken: Collection[str]) -> str:
+    """A row label for the checkpoint at ``path`` whose policy is called ``name``, not in
+    ``taken``: the name, else the name with the file's stem, else with its folder too (several
+    seeds' ``agent.pt`` from ``hetsched jobs train``), else numbered."""
+    candidates = (name, f"{name}({path.stem})", f"{name}({path.parent.name}/{path.stem})")
+    free = [label for label in candidates if label not in taken]
+    number = len(taken) + 1
+    while not free:
+        free = [f"{name}(#{number})"] if f"{name}(#{number})" not in taken else []
+        number += 1
+    return free[0]
+
+
 def evaluate_agents(
     jobs: JobTable,
     cluster: Cluster,
@@ -120,9 +133,8 @@ def evaluate_agents(
     trained_on = {}
     for path in checkpoints:
         loaded = policy_from_checkpoint(path)
-        label = loaded.policy.name
-        if label in agents:
-            label = f"{label}({Path(path).stem})"
+        label = agent_label(loaded.policy.name, Path(path), agents.keys())
+        if label != loaded.policy.name:
             loaded = policy_from_checkpoint(path, label)
         agents[label] = loaded.policy
         trained_on[label] = str(loaded.meta.get("base_policy", "unknown"))
