@@ -98,13 +98,13 @@ def create_app(service: Service, *, manage_runtime: bool = True) -> FastAPI:
     )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
         reason = HTTP_REASONS.get(error.status_code, "http_error")
         message = f"{request.method} {request.url.path}: {error.detail}"
         return error_response(RequestError(error.status_code, message, reason))
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(_: Request, error: RequestValidationError) -> Response:
         fields = "; ".join(
             f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors()
         )

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import math
 from collections.abc import Callable, Mapping
 
-from starlette.responses import JSONResponse
+from prometheus_client import Counter
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hetsched.slim.serving.images import RequestError
@@ -28,20 +30,33 @@ LOG = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/v2/health/live", "/v2/health/ready"})
 """Probes: answered without a token (they reveal nothing; orchestrators call them bare)."""
 
+JSON = "application/json"
 EarlyRefusal = Callable[[str, str, Mapping[str, str]], RequestError | None]
 """Given a request's method, path and headers (lower-case names), the refusal to answer now
 (before its body is read), or None to let it through."""
 
 
-def error_response(error: RequestError) -> JSONResponse:
-    """The project's error body: ``{"error": message, "reason": cause}``, with Retry-After on
-    429/503 and ``Connection: close`` on 408 (the client stopped sending: drop the socket)."""
+def error_headers(error: RequestError) -> dict[str, str]:
+    """Retry-After on 429/503, ``Connection: close`` on 408 (the client stopped sending: drop
+    the socket), ``WWW-Authenticate`` on 401."""
     headers = {}
     if error.status in (429, 503):
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s or 1.0)))
     if error.status == 408:
         headers["Connection"] = "close"
-    return JSONResponse({"error": str(error), "reason": error.reason}, error.status, headers)
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return headers
+
+
+def error_body(error: RequestError) -> bytes:
+    """The project's error body: ``{"error": message, "reason": cause}``."""
+    return json.dumps({"error": str(error), "reason": error.reason}).encode()
+
+
+def error_response(error: RequestError) -> Response:
+    """The error as a response (for the app's exception handlers)."""
+    return Response(error_body(error), error.status, error_headers(error), JSON)
 
 
 def route_label(path: str) -> str:
@@ -84,6 +99,8 @@ class Guard:
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.early_refusal = early_refusal
+        self._counters: dict[tuple[str, int], Counter] = {}
+        """The answer counter's child per (route, status): bounded, as both are."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -110,8 +127,11 @@ class Guard:
             if not status:
                 internal = RequestError(500, "internal error (logged on the server)", "internal")
                 await _respond(internal, scope, receive, counted_send)
-        label = route_label(scope["path"])
-        self.metrics.http_requests.labels(label, str(status[0] if status else 500)).inc()
+        key = (route_label(scope["path"]), status[0] if status else 500)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = self.metrics.http_requests.labels(key[0], str(key[1]))
+        counter.inc()
 
     def _refusal(self, scope: Scope) -> RequestError | None:
         headers = _headers(scope)
@@ -148,10 +168,13 @@ class Guard:
 
 
 async def _respond(error: RequestError, scope: Scope, receive: Receive, send: Send) -> None:
-    response = error_response(error)
-    if error.status == 401:
-        response.headers["WWW-Authenticate"] = "Bearer"
-    await response(scope, receive, send)
+    """Sends the error straight as ASGI messages: a refusal under overload is the common answer,
+    so it skips building a Response object (the body is not read: the server discards it)."""
+    body = error_body(error)
+    headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _headers(scope: Scope) -> dict[str, str]:

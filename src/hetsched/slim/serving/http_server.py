@@ -62,6 +62,7 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, http: HttpConfig) -> uvic
         limit_concurrency=http.max_connections,
         timeout_keep_alive=http.keep_alive_s,
         log_level="warning",
+        access_log=False,  # one log call per request, refusals included: not at 1000s per s
         lifespan="on",
     )
 
