@@ -43,8 +43,9 @@ from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoin
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.serving.admission import AdmissionController
 from hetsched.slim.serving.app import create_app
+from hetsched.slim.serving.blocks import BlockItem, ItemResult, ServerFailedError
 from hetsched.slim.serving.config import ServeConfig
-from hetsched.slim.serving.front import BlockItem, Front, ItemResult, ServerFailedError
+from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import decode_image_file
 from hetsched.slim.serving.metrics import ServerSnapshot, ServingMetrics
 from hetsched.slim.serving.runtime import input_spec

@@ -10,13 +10,9 @@ from hetsched.core.events import WallClock
 from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.serving.admission import AdmissionController
+from hetsched.slim.serving.blocks import ItemResult, PayloadLostError, ServerFailedError
 from hetsched.slim.serving.config import ServeConfig
-from hetsched.slim.serving.front import (
-    Front,
-    ItemResult,
-    PayloadLostError,
-    ServerFailedError,
-)
+from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import InputSpec
 from hetsched.slim.serving.metrics import ServingMetrics
 

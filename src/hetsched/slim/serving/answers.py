@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.slim.serving.front import ImageResult
 from hetsched.slim.serving.images import RequestError
+from hetsched.slim.serving.jobs import ImageResult
 
 
 async def gather_results(futures: Sequence[asyncio.Future[ImageResult]]) -> list[ImageResult]:

@@ -12,11 +12,9 @@ asyncio loop and servers that can die:
    a handle of its output activation (which stays in Ray's object store), and returns to the FIFO
    tail, or is answered after the last segment.
 
-The width the block runs at is the router's, capped by load shedding (:meth:`Front.width_cap`:
-from ``shed_from`` of the admission budget on, narrower widths as the system fills, so that
-overload first costs accuracy and only then refusals) and raised to the block's accuracy floor
-(the largest ``min_width`` its requests asked for). The router sees the head image's deadline
-and slack in :class:`RouterState`, so an SLO-aware router can also act on them itself.
+The width the block runs at is the router's, capped by load shedding and raised to the block's
+accuracy floor (:mod:`.jobs`). The router sees the head image's deadline and slack in
+:class:`RouterState`, so an SLO-aware router can also act on them itself.
 
 Failures never lose an accepted image and never answer one twice. Each image owns one future,
 resolved exactly once (a result, or a :class:`RequestError` naming why). When a server dies, its
@@ -36,130 +34,26 @@ import logging
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import numpy as np
+from typing import Any
 
 from hetsched.core.events import Clock
-from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.model.slimresnet import INPUT_WIDTH, NUM_SEGMENTS
 from hetsched.slim.routers.base import Router, RouterState, ServerView
 from hetsched.slim.serving.admission import AdmissionController
+from hetsched.slim.serving.blocks import (
+    BlockItem,
+    ItemResult,
+    PayloadLostError,
+    ServerFailedError,
+    ServerPool,
+)
 from hetsched.slim.serving.images import RequestError
+from hetsched.slim.serving.jobs import ImageResult, Job, width_cap, width_floor
 from hetsched.slim.serving.metrics import ServingMetrics
 
 LOG = logging.getLogger(__name__)
 IDLE_POLL_S = 0.05
 """How often the router re-checks a non-empty FIFO while no server is up."""
-
-
-@dataclass(frozen=True)
-class BlockItem:
-    """One image's next segment, as sent to a server."""
-
-    segment: int
-    prev_width: float
-    payload: Any
-    """The segment's input: the image (segment 0) or the previous segment's output handle."""
-
-
-@dataclass(frozen=True)
-class ItemResult:
-    """What a server reports for one item of a block."""
-
-    executed_width: float
-    """Width actually run (FINDFREEBESTFIT may pick a wider instance than requested)."""
-    output: Any
-    """Handle of the output activation (logits after the last segment)."""
-    queue_s: float
-    """Time in the server's executor queue."""
-    compute_s: float
-    """Duration of the batch that ran it."""
-
-
-class ServerFailedError(Exception):
-    """The server died or became unreachable; its block's images should be re-routed."""
-
-
-class PayloadLostError(Exception):
-    """An input activation is gone (its host died); the images must restart from segment 0."""
-
-
-class ServerPool(Protocol):
-    """What the front needs from the servers (Ray actors live; fakes in unit tests)."""
-
-    names: tuple[str, ...]
-
-    def is_up(self, index: int) -> bool:
-        """Whether server ``index`` is serving (False while dead or restarting)."""
-
-    def telemetry(self, index: int) -> ServerTelemetry:
-        """The latest telemetry of server ``index`` (power, utilisation; queue is the front's)."""
-
-    async def run_block(
-        self, index: int, width: float, items: Sequence[BlockItem]
-    ) -> list[ItemResult]:
-        """Runs each item's segment at ``width`` on server ``index``.
-
-        Raises:
-            ServerFailedError: The server died (or was found dead) before answering.
-            PayloadLostError: An input could not be fetched.
-        """
-
-    async def fetch(self, payload: Any) -> np.ndarray:
-        """The value behind an output handle (the logits of a finished image).
-
-        Raises:
-            PayloadLostError: The value is gone (its host died).
-        """
-
-
-@dataclass(frozen=True)
-class ImageResult:
-    """One served image."""
-
-    logits: np.ndarray
-    widths: tuple[float, ...]
-    servers: tuple[str, ...]
-    """Server that ran each segment."""
-    latency_s: float
-    """Acceptance to answer."""
-    queue_s: float
-    """Time waiting: global FIFO plus executor queues, over all segments."""
-    compute_s: float
-    """Sum of the durations of the batches that ran it."""
-    reroutes: int
-    """Times one of its segments was re-routed after a server failure."""
-
-
-@dataclass
-class _Job:
-    """One accepted image moving through the segments."""
-
-    image_id: int
-    image: Any
-    arrival_s: float
-    deadline_s: float | None
-    """Absolute time (front clock) by which it must be answered; None: no deadline."""
-    min_width: float
-    """No segment runs narrower (the request's accuracy floor; the narrowest width if none)."""
-    future: asyncio.Future[ImageResult]
-    fifo_enter_s: float
-    segment: int = 0
-    payload: Any = None
-    widths: list[float] = field(default_factory=list)
-    servers: list[str] = field(default_factory=list)
-    failures: int = 0
-    reroutes: int = 0
-    queue_s: float = 0.0
-    compute_s: float = 0.0
-
-    def restart(self) -> None:
-        """Back to segment 0 with the original image (its activation was lost)."""
-        self.segment, self.payload = 0, None
-        self.widths.clear()
-        self.servers.clear()
 
 
 class Front:
@@ -199,7 +93,7 @@ class Front:
         self.group_sizes = group_sizes
         self.max_attempts = max_attempts
         self.shed_from = shed_from
-        self.fifo: deque[_Job] = deque()
+        self.fifo: deque[Job] = deque()
         self.in_flight = [0] * len(pool.names)
         self.arrived = 0
         self.completed = 0
@@ -258,7 +152,7 @@ class Front:
             RequestError: 422 for a ``min_width`` above every served width; 429/503 from
                 admission control (nothing was accepted).
         """
-        floor = self._width_floor(min_width)
+        floor = width_floor(self.widths, min_width)
         now_s = self.clock.now_s()
         try:
             self.admission.admit(
@@ -270,7 +164,7 @@ class Front:
         loop = asyncio.get_running_loop()
         futures = []
         for image in images:
-            job = _Job(
+            job = Job(
                 self.arrived,
                 image,
                 now_s,
@@ -286,51 +180,27 @@ class Front:
         self._wake.set()
         return futures
 
-    def _width_floor(self, min_width: float | None) -> float:
-        """The narrowest served width at or above ``min_width``.
-
-        Raises:
-            RequestError: 422 when every served width is narrower.
-        """
-        if min_width is None:
-            return min(self.widths)
-        allowed = [w for w in self.widths if w >= min_width - 1e-9]
-        if not allowed:
-            raise RequestError(
-                422,
-                f"min_width {min_width:g} is above the widest served width {max(self.widths):g}",
-                "min_width_unavailable",
-            )
-        return min(allowed)
-
     def width_cap(self) -> float:
-        """The widest width the router may use now: every width while the system is below
-        ``shed_from`` of its admission budget, then narrower as it fills (load shedding by
-        accuracy before admission sheds it by refusals)."""
-        widths = sorted(self.widths)
+        """The widest width the router may use now (:func:`.jobs.width_cap`)."""
         used = self.admission.images_in_system / self.admission.max_images_in_system
-        if used < self.shed_from or self.shed_from >= 1.0:
-            return widths[-1]
-        headroom = max(0.0, (1.0 - used) / (1.0 - self.shed_from))
-        return widths[int(headroom * (len(widths) - 1))]
+        return width_cap(self.widths, used, self.shed_from)
 
     # -- routing --------------------------------------------------------------------------------
 
     def state(self) -> RouterState:
         """The router's snapshot: eq. (1) telemetry, servers that are down masked out."""
-        views = []
-        for index, name in enumerate(self.pool.names):
-            telemetry = self.pool.telemetry(index)
-            views.append(
-                ServerView(
-                    name,
-                    self.in_flight[index],
-                    telemetry.power_w,
-                    telemetry.max_power_w,
-                    telemetry.utilization_pct,
-                    available=self.pool.is_up(index),
-                )
+        pool = self.pool
+        views = [
+            ServerView(
+                name,
+                self.in_flight[i],
+                (telemetry := pool.telemetry(i)).power_w,
+                telemetry.max_power_w,
+                telemetry.utilization_pct,
+                available=pool.is_up(i),
             )
+            for i, name in enumerate(pool.names)
+        ]
         now_s = self.clock.now_s()
         head = self.fifo[0] if self.fifo else None
         deadline_s = math.inf if head is None or head.deadline_s is None else head.deadline_s
@@ -385,7 +255,7 @@ class Front:
         self._blocks.add(task)
         task.add_done_callback(self._blocks.discard)
 
-    def _block_width(self, chosen: float, jobs: list[_Job]) -> float:
+    def _block_width(self, chosen: float, jobs: list[Job]) -> float:
         """The router's width, capped by load shedding and raised to the block's floor (a
         client's accuracy floor outranks shedding)."""
         floor = max(job.min_width for job in jobs)
@@ -394,27 +264,19 @@ class Front:
     def _expire_queued(self) -> None:
         """Answers 504 to queued images whose deadline has passed (they would be late anyway)."""
         now_s = self.clock.now_s()
-        if not any(j.deadline_s is not None and j.deadline_s < now_s for j in self.fifo):
+        if not any(job.expired(now_s) for job in self.fifo):
             return
-        kept: deque[_Job] = deque()
+        kept: deque[Job] = deque()
         for job in self.fifo:
-            if job.deadline_s is not None and job.deadline_s < now_s:
-                self._fail(
-                    job,
-                    RequestError(
-                        504,
-                        f"deadline passed after {now_s - job.arrival_s:.3f} s, before segment"
-                        f" {job.segment + 1} of {NUM_SEGMENTS} ran",
-                        "deadline_exceeded",
-                    ),
-                )
+            if job.expired(now_s):
+                self._fail(job, job.deadline_error(now_s))
             else:
                 kept.append(job)
         self.fifo = kept
 
     # -- blocks ---------------------------------------------------------------------------------
 
-    async def _run_block(self, server: int, width: float, jobs: list[_Job]) -> None:
+    async def _run_block(self, server: int, width: float, jobs: list[Job]) -> None:
         items = [
             BlockItem(
                 job.segment,
@@ -447,36 +309,28 @@ class Front:
             self.in_flight[server] -= len(jobs)
             self._wake.set()
 
-    def _restart(self, jobs: list[_Job]) -> None:
+    def _restart(self, jobs: list[Job]) -> None:
         """Images whose input activation is gone start again from segment 1."""
         self.metrics.rerouted.labels("payload_lost").inc(len(jobs))
         for job in jobs:
             job.restart()
         self._requeue(jobs, None)
 
-    def _requeue(self, jobs: list[_Job], failure: ServerFailedError | None) -> None:
+    def _requeue(self, jobs: list[Job], failure: ServerFailedError | None) -> None:
         """Puts a failed block's images back at the FIFO head, in their order."""
         now_s = self.clock.now_s()
         for job in reversed(jobs):
             if failure is not None:
                 job.failures += 1
                 if job.failures >= self.max_attempts:
-                    self._fail(
-                        job,
-                        RequestError(
-                            503,
-                            f"segment {job.segment + 1} failed on {job.failures} servers"
-                            f" (last: {failure})",
-                            "servers_failed",
-                        ),
-                    )
+                    self._fail(job, job.servers_failed_error(failure))
                     continue
                 job.reroutes += 1
                 self.metrics.rerouted.labels("server_failed").inc()
             job.fifo_enter_s = now_s
             self.fifo.appendleft(job)
 
-    async def _advance(self, server: int, jobs: list[_Job], results: list[ItemResult]) -> None:
+    async def _advance(self, server: int, jobs: list[Job], results: list[ItemResult]) -> None:
         """Records each image's finished segment; answers those that ran the last one."""
         finished = []
         for job, result in zip(jobs, results, strict=True):
@@ -512,22 +366,11 @@ class Front:
                     ),
                 )
                 continue
-            self._answer(
-                job,
-                ImageResult(
-                    np.asarray(values),
-                    tuple(job.widths),
-                    tuple(job.servers),
-                    now_s - job.arrival_s,
-                    job.queue_s,
-                    job.compute_s,
-                    job.reroutes,
-                ),
-            )
+            self._answer(job, job.result(values, now_s))
 
     # -- answers (exactly once per image) ---------------------------------------------------------
 
-    def _answer(self, job: _Job, result: ImageResult) -> None:
+    def _answer(self, job: Job, result: ImageResult) -> None:
         self.completed += 1
         self.metrics.images.labels("served").inc()
         self.metrics.image_seconds.observe(result.latency_s)
@@ -535,13 +378,13 @@ class Front:
         if self._settle(job, completed=True):
             job.future.set_result(result)
 
-    def _fail(self, job: _Job, error: RequestError) -> None:
+    def _fail(self, job: Job, error: RequestError) -> None:
         self.metrics.images.labels(error.reason).inc()
         self.metrics.dropped.labels(error.reason).inc()
         if self._settle(job, completed=False):
             job.future.set_exception(error)
 
-    def _settle(self, job: _Job, *, completed: bool) -> bool:
+    def _settle(self, job: Job, *, completed: bool) -> bool:
         """Frees the image's admission slot; False when nobody waits any more (client gone)."""
         if job.future.done() and not job.future.cancelled():
             raise RuntimeError(f"image {job.image_id} answered twice")  # a front bug: never hide

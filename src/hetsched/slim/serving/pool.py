@@ -28,13 +28,13 @@ from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from hetsched.core.errors import HetschedError
 from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.serving.actor import ServerActor
-from hetsched.slim.serving.config import ServerConfig
-from hetsched.slim.serving.front import (
+from hetsched.slim.serving.blocks import (
     BlockItem,
     ItemResult,
     PayloadLostError,
     ServerFailedError,
 )
+from hetsched.slim.serving.config import ServerConfig
 from hetsched.slim.serving.metrics import ServerSnapshot
 
 LOG = logging.getLogger(__name__)
