@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from hetsched.slim.executor.config import ExecutorConfig
+from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoint
 from hetsched.slim.model.slimresnet import SlimResNet
-from hetsched.slim.serving.worker import SegmentWorker
+from hetsched.slim.serving.pool import server_payload
+from hetsched.slim.serving.worker import SegmentWorker, worker_from_checkpoint
 
 
 @pytest.fixture
@@ -65,3 +67,17 @@ def test_a_crashed_loop_is_reported(worker):
             worker.check_alive()
             asyncio.run(asyncio.sleep(0.01))
     assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_a_server_gets_the_weights_and_not_the_training_state(digits_checkpoint):
+    """The optimizer's state is twice the weights: no server should hold or receive it."""
+    checkpoint = load_checkpoint(digits_checkpoint)
+    payload = server_payload(checkpoint)
+    assert "optimizer" in checkpoint and set(payload) <= {"format", "architecture", "state_dict"}
+    worker = worker_from_checkpoint("w0", payload, "cpu", {})
+    try:
+        expected = model_from_checkpoint(checkpoint).state_dict()
+        for name, tensor in worker.backend._model.state_dict().items():
+            assert torch.equal(tensor, expected[name])
+    finally:
+        worker.close()

@@ -12,9 +12,10 @@ from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.realtime import RealTimeLoop
 from hetsched.core.utilization import MIN_INTERVAL_S
 from hetsched.slim.executor.backend import SegmentKey
-from hetsched.slim.live import torch_backend
+from hetsched.slim.live import busy
+from hetsched.slim.live.busy import BusyShare
 from hetsched.slim.live.devices import resolve_live_device
-from hetsched.slim.live.torch_backend import BusyShare, TorchBackend
+from hetsched.slim.live.torch_backend import TorchBackend
 from hetsched.slim.model.costs import compute_cost_table
 from hetsched.slim.model.slimresnet import NUM_SEGMENTS, WIDTHS, SlimResNet
 
@@ -194,12 +195,23 @@ def test_busy_share_counts_slots() -> None:
 def test_cpu_batches_compute_in_no_more_slots_than_the_cores_allow(
     monkeypatch: pytest.MonkeyPatch, digits_model: SlimResNet
 ) -> None:
-    monkeypatch.setattr(torch_backend.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(torch_backend.torch, "get_num_threads", lambda: 2)
-    assert torch_backend.cpu_compute_slots() == 2
-    monkeypatch.setattr(torch_backend.torch, "get_num_threads", lambda: 8)
-    assert torch_backend.cpu_compute_slots() == 1
+    monkeypatch.setattr(busy.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(busy.torch, "get_num_threads", lambda: 2)
+    assert busy.cpu_compute_slots() == 2
+    monkeypatch.setattr(busy.torch, "get_num_threads", lambda: 8)
+    assert busy.cpu_compute_slots() == 1
     backend = TorchBackend(digits_model, RealTimeLoop(), "cpu", max_workers=32)
     assert backend.compute_slots == 1
     assert backend.utilization_pct() == 0.0  # the CPU reads its busy share, never a stale one
     backend.close()
+
+
+def test_one_offloaded_spare_per_key(backend: TorchBackend) -> None:
+    """Spares do not grow with the most instances of a key a burst scaled up to."""
+    first, second = backend.load(1, 0.5), backend.load(1, 0.5)
+    backend.unload(first)
+    backend.unload(second)
+    assert len(backend._offloaded) == 1
+    again = backend.load(1, 0.5)
+    assert again.module is first.module and not backend._offloaded  # the spare, moved back
+    assert backend.load(1, 0.5).module is not second.module  # the dropped one was not kept

@@ -18,17 +18,15 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
   channels match it.
 * Telemetry: device memory from ``torch.cuda.memory_allocated`` on CUDA (the account of loaded
   instance bytes on the CPU, which has no allocator statistics); utilisation from NVML on NVIDIA
-  GPUs, the busy share of the backend's compute slots on the CPU (:class:`BusyShare`); power and
+  GPUs, the busy share of the backend's compute slots on the CPU (:mod:`.busy`); power and
   energy from the best meter of :mod:`hetsched.core.energy` (on the CPU its power model reads this
   process's CPU share), whose ``source`` is kept beside every figure.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
@@ -44,6 +42,7 @@ from hetsched.core.energy import EnergyMeter, best_meter
 from hetsched.core.nvml import NvmlUnavailableError
 from hetsched.core.utilization import CpuUtilization, NvmlUtilization, UtilizationReader
 from hetsched.slim.executor.backend import BatchDone, SegmentKey
+from hetsched.slim.live.busy import CPU_BUSY_WINDOW_S, BusyShare, cpu_compute_slots
 from hetsched.slim.live.devices import device_spec_for, resolve_live_device
 from hetsched.slim.model.checkpoint import load_model
 from hetsched.slim.model.costs import compute_cost_table
@@ -62,62 +61,6 @@ class ThreadsafeClock(Protocol):
     def now_s(self) -> float: ...
 
     def call_soon_threadsafe(self, callback: Any) -> Any: ...
-
-
-class BusyShare:
-    """Share of the last ``window_s`` seconds the backend's compute slots were running batches.
-
-    The utilisation of a device that has no reading of its own for this backend's work: a GPU
-    that NVML cannot read (e.g. a ROCm device), and the CPU, where the process's CPU share would
-    count the loop's own work and lag behind by its read interval. A reading is taken at every
-    call (no cached value), so once the batches stop it falls below U_blk within a few ms: a
-    head that waits on CANLOAD while this backend's own batches kept the device busy is not
-    held back by a stale reading (each such wait cost up to a read interval of an idle device).
-
-    Args:
-        window_s: The sliding window.
-        slots: Batches that make the device fully busy (two at once on one slot count once).
-    """
-
-    source = "busy-share"
-
-    def __init__(self, window_s: float = 1.0, slots: int = 1) -> None:
-        self.window_s = window_s
-        self.slots = slots
-        self._spans: deque[tuple[float, float, float]] = deque()
-        """(begin, end, busy fraction) of the past, oldest first."""
-        self._running = 0
-        self._since_s = time.monotonic()
-        self._lock = threading.Lock()
-
-    def _share(self) -> float:
-        return min(self._running, self.slots) / self.slots
-
-    def _change(self, delta: int) -> None:
-        with self._lock:
-            now_s = time.monotonic()
-            if self._running:
-                self._spans.append((self._since_s, now_s, self._share()))
-            self._running += delta
-            self._since_s = now_s
-
-    def started(self) -> None:
-        self._change(+1)
-
-    def finished(self) -> None:
-        self._change(-1)
-
-    def utilization_pct(self) -> float | None:
-        now_s = time.monotonic()
-        start_s = now_s - self.window_s
-        with self._lock:
-            while self._spans and self._spans[0][1] < start_s:
-                self._spans.popleft()
-            spans = list(self._spans)
-            if self._running:
-                spans.append((self._since_s, now_s, self._share()))
-        busy_s = sum((end - max(begin, start_s)) * share for begin, end, share in spans)
-        return 100.0 * min(busy_s / self.window_s, 1.0)
 
 
 @dataclass(eq=False)
@@ -139,26 +82,6 @@ class LiveInstance:
     busy: bool = False
     batches: int = 0
     last_latency_s: float = 0.0
-
-
-CPU_BUSY_WINDOW_S = 0.1
-"""The CPU's busy-share window: as long as the interval of a CPU-time reading (clock ticks are
-10 ms), short enough that the executor's utilisation block lifts soon after its batches stop."""
-
-
-def cpu_compute_slots() -> int:
-    """How many CPU batches may compute at once without oversubscribing this process's cores.
-
-    Each batch already spreads over ``torch.get_num_threads()`` OpenMP threads, and every worker
-    thread that calls into torch gets a team of its own. Two batches at once on cores that one
-    team fills put more threads than cores into parallel regions whose barriers wait for the
-    slowest thread: a descheduled team member stalls the whole team for a time slice, at every
-    operator. Measured on 2 cores with 2 torch threads (benchmarks/bench_live_executor.py), 32
-    concurrent workers cost 20-25 % more CPU per image than the plain loop, and some rounds ran
-    at a quarter of its throughput.
-    """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(1, torch.get_num_threads()))
 
 
 def _raise(error: BaseException) -> None:
@@ -224,8 +147,8 @@ class TorchBackend:
         self._pool = ThreadPoolExecutor(self.compute_slots, thread_name_prefix=f"{self.name}-batch")
         self._thread_state = threading.local()
         self._loaded: set[LiveInstance] = set()
-        self._offloaded: dict[tuple[int, float], list[tuple[SegmentAtWidth, int]]] = {}
-        """Offloaded instances on the CPU with their parameter bytes, per (segment, width)."""
+        self._offloaded: dict[tuple[int, float], tuple[SegmentAtWidth, int]] = {}
+        """One offloaded instance on the CPU with its parameter bytes, per (segment, width)."""
         self.batch_latencies_s: list[float] = []
         """Compute time of every batch, in completion order."""
 
@@ -294,9 +217,9 @@ class TorchBackend:
         The instance comes from the CPU copies that ``unload`` offloaded, or is extracted from
         the model the first time (extraction builds and slices the layers: tens of ms).
         """
-        offloaded = self._offloaded.get((segment, float(width)))
-        if offloaded:
-            module, param_bytes = offloaded.pop()
+        offloaded = self._offloaded.pop((segment, float(width)), None)
+        if offloaded is not None:
+            module, param_bytes = offloaded
         else:
             module = extract_segment(self._model, segment, float(width)).eval()
             module.requires_grad_(False)
@@ -310,7 +233,8 @@ class TorchBackend:
     def unload(self, handle: LiveInstance) -> None:
         """Offloads to the CPU and frees the device memory (Algorithm 1 line 25).
 
-        The CPU copy is kept for the next ``load`` of the same (segment, width).
+        The CPU copy is kept for the next ``load`` of the same (segment, width), unless one is
+        kept already (then it is dropped).
 
         Raises:
             RuntimeError: If a batch still runs on it, or it is not loaded here.
@@ -322,8 +246,12 @@ class TorchBackend:
         self._loaded.discard(handle)
         if self.device.type != "cpu":
             handle.module = handle.module.to("cpu")
-        pool = self._offloaded.setdefault((handle.segment, handle.width), [])
-        pool.append((handle.module, handle.param_bytes))
+        # One spare per key: the common reload (the first instance of a key) stays a move, and
+        # the spares do not grow with the most instances a burst ever scaled up to (in a server
+        # soak they did: +110 MB per CPU server over the first minutes of overload).
+        self._offloaded.setdefault(
+            (handle.segment, handle.width), (handle.module, handle.param_bytes)
+        )
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
