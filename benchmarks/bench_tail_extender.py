@@ -48,8 +48,6 @@ from hetsched.tail.regressors import (
     REGRESSORS,
     FittedRegressor,
     ModelRepository,
-    feature_matrix,
-    log_target,
 )
 from hetsched.tail.scoring import P90Scorer
 from hetsched.tail.telemetry import NodeTelemetry
@@ -73,7 +71,7 @@ def synthetic_regressor(seed: int = 0) -> FittedRegressor:
         row = {"size_mb": model.size_mb, "flops": model.flops, "cpu_eff": cpu_eff}
         rows.append({**row, "freq_eff_ghz": freq, "p90_s": p90 * rng.lognormal(0, 0.05)})
     fitted = FittedRegressor("xgboost", REGRESSORS.create("xgboost", seed=seed))
-    fitted.estimator.fit(feature_matrix(rows), log_target([r["p90_s"] for r in rows]))
+    fitted.fit(rows)
     return fitted
 
 

@@ -36,7 +36,7 @@ from hetsched.tail.models import resolve_model_features
 from hetsched.tail.node_choice import choose_node
 from hetsched.tail.node_filter import filter_nodes
 from hetsched.tail.node_fit import pod_requests
-from hetsched.tail.regressors import REGRESSORS, FittedRegressor, feature_matrix, log_target
+from hetsched.tail.regressors import REGRESSORS, FittedRegressor
 from hetsched.tail.scheduler_loop import SCHEDULER_NAME, LoopSettings, TailScheduler
 from hetsched.tail.scoring import P90Scorer
 
@@ -60,7 +60,7 @@ def fitted_regressor(seed: int = 0) -> FittedRegressor:
             }
         )
     model = FittedRegressor("random_forest", REGRESSORS.create("random_forest", seed=seed))
-    model.estimator.fit(feature_matrix(rows), log_target([r["p90_s"] for r in rows]))
+    model.fit(rows)
     return model
 
 

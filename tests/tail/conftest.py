@@ -43,10 +43,10 @@ def rows() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def fitted(rows):
-    from hetsched.tail.regressors import REGRESSORS, FittedRegressor, feature_matrix, log_target
+    from hetsched.tail.regressors import REGRESSORS, FittedRegressor
 
     model = FittedRegressor("random_forest", REGRESSORS.create("random_forest", seed=0))
-    model.estimator.fit(feature_matrix(rows), log_target([r["p90_s"] for r in rows]))
+    model.fit(rows)
     return model
 
 
@@ -57,12 +57,10 @@ def repo_dir(tmp_path, rows):
         REGRESSORS,
         FittedRegressor,
         ModelRepository,
-        feature_matrix,
-        log_target,
     )
 
     model = FittedRegressor("random_forest", REGRESSORS.create("random_forest", seed=0))
-    model.estimator.fit(feature_matrix(rows), log_target([r["p90_s"] for r in rows]))
+    model.fit(rows)
     ModelRepository(tmp_path / "models").save(model, {"rmse_ms": 0.0, "rmsle": 0.0}, "x", {})
     return tmp_path / "models"
 

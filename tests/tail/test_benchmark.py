@@ -11,10 +11,12 @@ from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.core.errors import DataError
-from hetsched.tail.benchmark import run_benchmark
+from hetsched.tail.benchmark import draw_seeds, fresh_master_seed, run_benchmark
 from hetsched.tail.flops import ModelFeatures
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.placement import (
+    BASELINES,
+    P90_SCORERS,
     SCORERS,
     default_score,
     fits_requests,
@@ -154,18 +156,35 @@ def test_run_benchmark_places_every_pod_reports_eq_16_and_is_deterministic(rows)
             assert sum(POD_REQUESTS[p][1] for p in on) <= node.memory_bytes
 
 
-def test_summary_compares_each_p90_scorer_with_default_seed_by_seed(rows):
+@pytest.mark.parametrize("metric", ["mean_avg_np90_s", "mean_pod_p90_s"])
+def test_summary_compares_each_p90_scorer_with_every_baseline_seed_by_seed(rows, metric):
     report = run_benchmark(rows, seeds=[0, 1, 2], pods_n=6, queries=64)
     summary = report["summary"]
-    assert "vs_default" not in summary["default"]
-    for scorer in SCORERS[1:]:
-        diffs = [
-            r[scorer]["mean_avg_np90_s"] - r["default"]["mean_avg_np90_s"] for r in report["seeds"]
-        ]
-        paired = summary[scorer]["vs_default"]
-        assert paired["mean"] == pytest.approx(np.mean(diffs))
-        assert paired["low"] <= paired["mean"] <= paired["high"]
-        assert paired["wins"] == sum(d < 0 for d in diffs) and paired["seeds"] == 3
+    assert summary["default"]["paired"][metric]["vs"] == {}
+    assert set(summary["least-loaded"]["paired"][metric]["vs"]) == {"default"}
+    means = {b: np.mean([r[b][metric] for r in report["seeds"]]) for b in BASELINES}
+    for scorer in P90_SCORERS:
+        entry = summary[scorer]["paired"][metric]
+        assert set(entry["vs"]) == set(BASELINES)
+        for baseline in BASELINES:
+            diffs = [r[scorer][metric] - r[baseline][metric] for r in report["seeds"]]
+            paired = entry["vs"][baseline]
+            assert paired["mean"] == pytest.approx(np.mean(diffs))
+            assert paired["low"] <= paired["mean"] <= paired["high"]
+            assert paired["wins"] == sum(d < 0 for d in diffs) and paired["seeds"] == 3
+            assert paired["wins"] + paired["ties"] + paired["losses"] == 3
+        best = entry["vs_best_baseline"]
+        assert best["baseline"] == min(means, key=means.__getitem__)
+        assert best["mean"] == entry["vs"][best["baseline"]]["mean"]
+
+
+def test_seeds_are_drawn_fresh_and_a_master_seed_reproduces_them():
+    assert draw_seeds(5, 100) == draw_seeds(5, 100)
+    assert len(set(draw_seeds(5, 100))) == 100
+    assert draw_seeds(5, 3) != draw_seeds(6, 3)
+    assert fresh_master_seed() != fresh_master_seed() or fresh_master_seed() != fresh_master_seed()
+    with pytest.raises(DataError, match="one run"):
+        draw_seeds(1, 0)
 
 
 # Recorded with the benchmark as it was before background load existed (conftest rows, seed 0).

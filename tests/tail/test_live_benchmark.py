@@ -127,7 +127,20 @@ def test_live_run_places_measures_and_stops_every_pod(tmp_path, repo_dir):
     before = _spawned_children()
     out = tmp_path / "live"
     args = ["--live", "--repo", str(repo_dir), "--live-nodes", "0;1", "--live-models", "cnn-s"]
-    args += ["--pods", "3", "--queries", "16", "--seeds", "0", "--slo-ms", "50", "--out", str(out)]
+    args += [
+        "--pods",
+        "3",
+        "--queries",
+        "16",
+        "--runs",
+        "1",
+        "--seed",
+        "0",
+        "--slo-ms",
+        "50",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(typer_app, ["tail", "benchmark", *args])
     assert result.exit_code == 0, result.output
     assert "AVG_NP90" in result.output and (out / "avg_np90.png").is_file()

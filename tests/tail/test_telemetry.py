@@ -31,6 +31,7 @@ class FakePrometheus:
     def __init__(self) -> None:
         self.idle: list[dict] = []
         self.freq: list[dict] = []
+        self.other: dict[str, list[dict]] = {}  # contention queries by their metric name
         self.down = False
         self.queries: list[str] = []
         config = ServiceConfig()
@@ -42,7 +43,12 @@ class FakePrometheus:
             self.queries.append(expr)
             if self.down:
                 return {"status": "error", "error": "storage unavailable"}
-            series = self.idle if "node_cpu_seconds_total" in expr else self.freq
+            if "node_cpu_seconds_total" in expr:
+                series = self.idle
+            elif "node_cpu_frequency" in expr:
+                series = self.freq
+            else:
+                series = next((v for k, v in self.other.items() if k in expr), [])
             return {"status": "success", "data": {"resultType": "vector", "result": series}}
 
         self.server = ServiceServer(app, config)
@@ -76,6 +82,25 @@ def test_series_are_keyed_by_node_label_or_instance_mapping(prometheus):
     assert by_name["node1"].cores == 2 and by_name["node1"].u_cores == pytest.approx(0.5)
     assert by_name["node2"].cores == 4 and by_name["node2"].freq_ghz == pytest.approx(3.0)
     assert 'rate(node_cpu_seconds_total{mode="idle"}[30s])' in prometheus.queries
+
+
+def test_contention_comes_from_load1_or_procs_running_and_psi_when_exported(prometheus):
+    for name in ("busy", "queued", "bare", "hostile"):
+        prometheus.set_node({"node": name}, [0.0, 0.0], 2.3e9)  # 100 % busy, 2 cores each
+    value = lambda node, v: {"metric": {"node": node}, "value": [0, v]}  # noqa: E731
+    prometheus.other = {
+        "node_load1": [value("busy", "2.0"), value("hostile", "NaN")],
+        "node_procs_running": [value("queued", "40"), value("hostile", "-3"), {"bad": 1}],
+        "node_pressure_cpu_waiting_seconds_total": [value("busy", "0.25"), value("x", "oops")],
+    }
+    with httpx.Client() as client:
+        capacities, _ = PrometheusNodeSource(prometheus.url).fetch(client)
+    by_name = {c.name: c for c in capacities}
+    assert all(c.u_cores == 1.0 for c in capacities)  # utilisation cannot tell them apart
+    assert (by_name["busy"].runq_per_core, by_name["busy"].cpu_pressure) == (1.0, 0.25)
+    assert (by_name["queued"].runq_per_core, by_name["queued"].cpu_pressure) == (20.0, None)
+    assert by_name["bare"].runq_per_core is None and by_name["hostile"].runq_per_core is None
+    assert "rate(node_pressure_cpu_waiting_seconds_total[30s])" in prometheus.queries
 
 
 def test_a_node_without_frequency_series_gets_the_default_clock(prometheus):

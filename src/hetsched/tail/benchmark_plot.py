@@ -21,6 +21,9 @@ def plot_avg_np90(report: dict, path, title: str) -> None:
     width = 0.8 / len(SCORERS)  # the scorers' bars side by side fill 80 % of a node's slot
     labels = {
         "default": "default kube scoring",
+        "least-loaded": "least-loaded (run queue per core)",
+        "load-risk": "LoadVariationRiskBalancing-style",
+        "target-load": "TargetLoadPacking-style (40 %)",
         "p90": "predicted P90 of the pod (paper)",
         "p90-node": "predicted P90 incl. neighbours (ours)",
         "default+extender": f"default + paper's P90 as extender (weight {EXTENDER_WEIGHT})",
@@ -40,7 +43,7 @@ def plot_avg_np90(report: dict, path, title: str) -> None:
     ax.set_ylabel("AVG_NP90 (ms), mean over seeds")
     ax.set_title(title, fontsize=9)
     ax.set_ylim(top=ax.get_ylim()[1] * 1.5)  # headroom, so the legend sits above the bars
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -56,6 +56,18 @@ class EmulatedNode:
     freq_ghz: float
 
 
+def parse_node_specs(text: str, freq_ghz: float = 2.3) -> list[EmulatedNode]:
+    """Emulated nodes from ``"0;0,1"``: core-id sets separated by ';' (a CLI's ``--nodes``)."""
+    nodes = []
+    for spec in text.split(";"):
+        try:
+            cores = tuple(int(c) for c in spec.split(","))
+        except ValueError:
+            raise HetschedError(f"bad node spec {spec!r}: use core ids like '0;0,1'") from None
+        nodes.append(EmulatedNode("cores" + "-".join(map(str, cores)), cores, freq_ghz))
+    return nodes
+
+
 def p90(latencies_s: list[float]) -> float:
     """Eq. 10 as MLPerf computes it: the sorted latency at index int(0.9 n)."""
     ordered = sorted(latencies_s)

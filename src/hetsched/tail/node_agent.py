@@ -13,16 +13,20 @@ from fastapi import FastAPI
 
 from hetsched.core.web import ServiceConfig, create_service_app
 from hetsched.core.web_server import ServiceServer
+from hetsched.tail.proc_contention import read_contention
 
 
 def agent_payload(name: str, window_s: float = 0.1) -> dict:
-    """The node agent's JSON: this machine's per-core busy fractions over ``window_s`` and clock."""
+    """The node agent's JSON: this machine's per-core busy fractions over ``window_s``, clock, and
+    the contention that utilisation cannot show (:mod:`hetsched.tail.proc_contention`: PSI, run
+    queue, steal; a feature this kernel lacks is null and listed in ``contention.absent``)."""
     per_cpu = psutil.cpu_percent(interval=window_s, percpu=True)
     freq = psutil.cpu_freq()
     return {
         "name": name,
         "freq_ghz": (freq.max or freq.current) / 1000 if freq else 1.0,
         "per_core_busy": [p / 100 for p in per_cpu],
+        "contention": read_contention(len(per_cpu), window_s=window_s).as_dict(),
     }
 
 

@@ -27,6 +27,11 @@ class NodeCapacity:
     freq_ghz: float
     u_cores: float
     u_freq: float
+    # Runnable threads per core, not clipped at 1 (load average or procs_running over the cores):
+    # unlike U_C it still grows on a node that is already 100 % busy. None where not measured.
+    runq_per_core: float | None = None
+    # Share of time some runnable task waited for a CPU (PSI "some", 0-1). None where not measured.
+    cpu_pressure: float | None = None
 
     @property
     def cpu_eff(self) -> float:
@@ -95,16 +100,34 @@ def capacity_from_node_exporter(
     return NodeCapacity(name, len(busy), sum(freqs) / len(freqs) / 1e9, u_c, u_f)
 
 
+def _optional_load(value: object, what: str, high: float) -> float | None:
+    """An optional contention number from outside: None, or finite in [0, high]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"bad node-agent payload: {what} is not a number")
+    if not 0.0 <= value <= high:  # NaN fails here too
+        raise DataError(f"bad node-agent payload: {what} = {value} outside [0, {high}]")
+    return float(value)
+
+
 def capacity_from_agent_json(payload: dict) -> NodeCapacity:
-    """Parses the per-node agent's JSON: name, freq_ghz and per_core_busy (fractions)."""
+    """Parses the per-node agent's JSON: name, freq_ghz, per_core_busy (fractions) and, when the
+    agent could read them, its ``contention`` features (run queue per core, CPU pressure %)."""
     try:
         u_c, u_f = utilisation_fractions([float(b) for b in payload["per_core_busy"]])
+        contention = payload.get("contention") or {}
+        if not isinstance(contention, dict):
+            raise DataError("bad node-agent payload: contention is not an object")
+        pressure = _optional_load(contention.get("psi_cpu_some_avg10"), "psi_cpu_some_avg10", 100)
         return NodeCapacity(
             str(payload["name"]),
             len(payload["per_core_busy"]),
             float(payload["freq_ghz"]),
             u_c,
             u_f,
+            runq_per_core=_optional_load(contention.get("runq_per_core"), "runq_per_core", 1e6),
+            cpu_pressure=None if pressure is None else pressure / 100,
         )
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise DataError(f"bad node-agent payload: {error!r}") from error

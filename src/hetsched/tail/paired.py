@@ -35,7 +35,8 @@ def paired_difference(
 
     Returns:
         ``mean``, ``low``, ``high`` (the 95 % interval; equal to the mean with fewer than 2
-        seeds), ``wins`` (seeds where the scorer is lower), ``losses`` and ``seeds``.
+        seeds), ``wins`` (seeds where the scorer is lower), ``ties`` (equal: e.g. the same
+        placement), ``losses`` and ``seeds``.
     """
     if not per_seed:
         raise DataError("a paired comparison needs at least one seed")
@@ -57,6 +58,7 @@ def paired_difference(
         "low": low,
         "high": high,
         "wins": int((diffs < 0).sum()),
+        "ties": int((diffs == 0).sum()),
         "losses": int((diffs > 0).sum()),
         "seeds": len(diffs),
     }

@@ -8,7 +8,10 @@ random; (b) ``"p90"``, the paper's scorer: the new pod's predicted P90 from each
 slowdown of the pods already on the node (:func:`placement_costs`); or (d) ``"default+extender"``:
 (a) and (b) as deployed together — kube-scheduler adds our extender's 0..10 priority from (b),
 scaled to 0..100 and times the sample KubeSchedulerConfiguration's weight (:func:`with_extender`),
-to (a)'s plugin scores, so the plugins break the ties (b) leaves, e.g. between saturated nodes.
+to (a)'s plugin scores, so the plugins break the ties (b) leaves, e.g. between saturated nodes;
+or the load-aware baselines of :mod:`hetsched.tail.load_scoring` (issue 16): ``"least-loaded"``,
+``"load-risk"`` (Trimaran's LoadVariationRiskBalancing) and ``"target-load"`` (Trimaran's
+TargetLoadPacking), which read the same observed load as (b) and (c).
 
 :func:`place` takes the nodes, the requests and an observer of eqs. 6-8, so the simulated cluster
 (:mod:`hetsched.tail.sim_cluster`) and the live one (:mod:`hetsched.tail.live_benchmark`: real
@@ -22,10 +25,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from hetsched.core.errors import DataError
+from hetsched.tail.load_scoring import least_loaded_scores, load_risk_scores, target_load_scores
 from hetsched.tail.scoring import P90Scorer, weighted_extender_scores
 from hetsched.tail.sim_cluster import Observer, SimNode
 
-SCORERS = ("default", "p90", "p90-node", "default+extender")
+# Rules that need no P90 model: the baselines a P90 scorer has to beat.
+BASELINES = ("default", "least-loaded", "load-risk", "target-load")
+P90_SCORERS = ("p90", "p90-node", "default+extender")
+SCORERS = (*BASELINES, *P90_SCORERS)
 
 PLACEMENT_OBJECTIVES = ("sum", "avg_np90")
 
@@ -155,6 +162,14 @@ def place(
         fits = fitting_nodes(nodes, used, model, req)
         if scorer == "default":
             scores = default_scores(nodes, used, req)
+        elif scorer in BASELINES:
+            caps = observe(list(zip(pods[: len(placement)], placement, strict=True)))
+            if scorer == "least-loaded":
+                scores = least_loaded_scores(caps)
+            elif scorer == "load-risk":
+                scores = load_risk_scores(caps, req[0])
+            else:
+                scores = target_load_scores(caps, req[0])
         else:
             # Live eqs. 6-8 of every node, the pods placed so far included (what a scheduler sees).
             caps = observe(list(zip(pods[: len(placement)], placement, strict=True)))
@@ -173,7 +188,7 @@ def place(
         choice = int(rng.choice(ties))
         placement.append(choice)
         on_node[choice].append(model)
-        if scorer != "default":
+        if scorer in P90_SCORERS:
             predicted[choice] = [by_model[m][choice] for m in on_node[choice]]
         used[choice] = (used[choice][0] + req[0], used[choice][1] + req[1])
     return placement

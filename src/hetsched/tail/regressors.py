@@ -1,9 +1,19 @@
 """P90 regressors (RF, XGBoost, MLP): RMSE/RMSLE comparison (Table III), grid search, repository.
 
 Units: RMSE and RMSLE are computed on P90 in milliseconds (as the paper's Table III reads: RMSE of
-~2 with latencies of tens of ms). The regressors learn log1p(P90 in ms) (latencies span three
-decades), and predictions are mapped back with expm1 and clipped at zero, so RMSLE is what they
-optimise.
+~2 with latencies of tens of ms).
+
+Target (issue 16): the regressors learn log(P90 in ms per GFLOP), the time a node takes per unit
+of work, and a prediction is exp(·) times the model's GFLOPs. A tree ensemble predicts a constant
+outside the inputs it was trained on; on the plain log P90 it therefore gave a model it had not
+seen (or one beside it in FLOPs) the latency of its neighbour — ResNet-50 and RetinaNet, 4x apart
+in FLOPs, got the same P90. With the per-GFLOP target the FLOPs enter the prediction by
+construction, and the learned part is what differs between models of equal work (their size and
+arithmetic intensity) and between nodes (eq. 8's capacity).
+
+Inputs (eq. 14 plus one derived column): log10 FLOPs, size (MiB, which is the parameters' bytes),
+eq. 8's CPU_eff and FREQ_eff, and the arithmetic intensity log10(FLOPs / weight bytes): models of
+equal FLOPs but more weights per FLOP wait on memory more.
 """
 
 from __future__ import annotations
@@ -70,17 +80,30 @@ GRIDS = {
 }
 
 
+# Names the target so a repository version trained on another one is refused, not misread.
+TARGET_TRANSFORM = "log(p90_ms / gflops)"
+MIB_BYTES = 2**20
+
+
 def feature_matrix(rows: list[dict]) -> np.ndarray:
-    """Inputs of eq. 14 in :data:`FEATURES` order; FLOPs in log10 so every input is O(1-10)."""
+    """Inputs of eq. 14 in :data:`FEATURES` order, FLOPs in log10 so every input is O(1-10), and
+    the arithmetic intensity log10(FLOPs / weight bytes) as a last column."""
     columns = itemgetter(*FEATURES)
     x = np.array([columns(r) for r in rows], dtype=float).reshape(len(rows), len(FEATURES))
-    x[:, FEATURES.index("flops")] = np.log10(np.maximum(x[:, FEATURES.index("flops")], 1.0))
-    return x
+    flops = np.maximum(x[:, FEATURES.index("flops")], 1.0)
+    weight_bytes = np.maximum(x[:, FEATURES.index("size_mb")] * MIB_BYTES, 1.0)
+    x[:, FEATURES.index("flops")] = np.log10(flops)
+    return np.column_stack([x, np.log10(flops / weight_bytes)])
 
 
-def log_target(p90_s) -> np.ndarray:
-    """The regression target: log1p of P90 in milliseconds."""
-    return np.log1p(np.asarray(p90_s, dtype=float) * 1e3)
+def _log_gflops(rows: list[dict]) -> np.ndarray:
+    return np.log(np.maximum(np.array([float(r["flops"]) for r in rows]), 1.0) / 1e9)
+
+
+def log_target(rows: list[dict]) -> np.ndarray:
+    """The regression target of each row: log(P90 in ms per GFLOP) (module docstring)."""
+    p90_ms = np.maximum(np.array([float(r[TARGET]) for r in rows]) * 1e3, 1e-6)
+    return np.log(p90_ms) - _log_gflops(rows)
 
 
 def rmse(y: np.ndarray, pred: np.ndarray) -> float:
@@ -100,7 +123,14 @@ class FittedRegressor:
     features: tuple[str, ...] = FEATURES
 
     def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
-        return np.maximum(np.expm1(self.estimator.predict(feature_matrix(rows))), 0.0) / 1e3
+        """P90 (s) per row: the learned time per GFLOP times the row's GFLOPs."""
+        per_gflop = self.estimator.predict(feature_matrix(rows))
+        return np.exp(per_gflop + _log_gflops(rows)) / 1e3
+
+    def fit(self, rows: list[dict]) -> FittedRegressor:
+        """Fits the estimator on rows holding :data:`FEATURES` and the target; returns self."""
+        self.estimator.fit(feature_matrix(rows), log_target(rows))
+        return self
 
 
 def _split(rows: list[dict], seed: int, test_fraction: float):
@@ -117,8 +147,7 @@ def compare_regressors(rows: list[dict], seed: int = 0, test_fraction: float = 0
     y_test_ms = np.array([r[TARGET] for r in test]) * 1e3
     table = []
     for name in REGRESSORS.names():
-        fitted = FittedRegressor(name, REGRESSORS.create(name, seed=seed))
-        fitted.estimator.fit(feature_matrix(train), log_target([r[TARGET] for r in train]))
+        fitted = FittedRegressor(name, REGRESSORS.create(name, seed=seed)).fit(train)
         pred_ms = fitted.predict_p90_s(test) * 1e3
         table.append(
             {
@@ -169,12 +198,12 @@ def grid_search(name: str, rows: list[dict], seed: int = 0, test_fraction: float
         scoring="neg_root_mean_squared_error",
         n_jobs=1,
     )
-    search.fit(feature_matrix(train), log_target([r[TARGET] for r in train]))
+    search.fit(feature_matrix(train), log_target(train))
     fitted = FittedRegressor(name, search.best_estimator_)
     y_test_ms = np.array([r[TARGET] for r in test]) * 1e3
     pred_ms = fitted.predict_p90_s(test) * 1e3
     # Refit the tuned configuration on every row for deployment.
-    fitted.estimator.fit(feature_matrix(rows), log_target([r[TARGET] for r in rows]))
+    fitted.fit(rows)
     return {
         "fitted": fitted,
         "best_params": search.best_params_,
@@ -219,6 +248,7 @@ class ModelRepository:
             "regressor": fitted.name,
             "features": list(fitted.features),
             "target": TARGET,
+            "target_transform": TARGET_TRANSFORM,
             "metrics": metrics,
             "data_fingerprint": fingerprint,
             "created_s": time.time(),
@@ -255,6 +285,12 @@ class ModelRepository:
             raise DataError(
                 f"unreadable model version {version}: {error}", path=str(folder)
             ) from None
+        if meta.get("target_transform") != TARGET_TRANSFORM:
+            raise DataError(
+                f"{version} learned another target than {TARGET_TRANSFORM!r}; retrain it with "
+                "`hetsched tail train`",
+                path=str(folder),
+            )
         if tuple(meta.get("features", ())) != FEATURES:
             raise DataError(
                 f"{version} was trained on features {meta.get('features')}, not {list(FEATURES)}",

@@ -120,9 +120,11 @@ def pod_eff_cores(node: SimNode, pods_on_node: int, background: float = 0.0) -> 
 
 def node_capacity(node: SimNode, pods_on_node: int, background: float = 0.0) -> NodeCapacity:
     """Eqs. 6-8 as a scheduler would observe them with ``pods_on_node`` pods running next to a
-    best-effort ``background`` fraction of the cores; utilisation cannot exceed a full node."""
-    busy = min(1.0, background + pods_on_node * POD_THREADS / node.cores)
-    return NodeCapacity(node.name, node.cores, node.freq_ghz, busy, busy)
+    best-effort ``background`` fraction of the cores; utilisation cannot exceed a full node, the run
+    queue per core (threads wanting a core, per core) can."""
+    demand = background + pods_on_node * POD_THREADS / node.cores
+    busy = min(1.0, demand)
+    return NodeCapacity(node.name, node.cores, node.freq_ghz, busy, busy, runq_per_core=demand)
 
 
 def simulated_observer(background: tuple[float, ...] = IDLE) -> Observer:

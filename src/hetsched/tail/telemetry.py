@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import httpx
@@ -30,6 +30,11 @@ from hetsched.tail.scoring import DEFAULT_FREQ_GHZ
 LOG = logging.getLogger(__name__)
 IDLE_QUERY = 'rate(node_cpu_seconds_total{{mode="idle"}}[{window}])'
 FREQ_QUERY = "node_cpu_frequency_max_hertz"
+# Contention that utilisation cannot show (issue 16; :mod:`hetsched.tail.proc_contention`), each
+# optional: node_exporter exports PSI only on kernels that have it.
+LOAD1_QUERY = "node_load1"
+PROCS_RUNNING_QUERY = "node_procs_running"
+PRESSURE_QUERY = "rate(node_pressure_cpu_waiting_seconds_total[{window}])"
 
 
 @dataclass(frozen=True)
@@ -151,15 +156,55 @@ class PrometheusNodeSource:
             out.setdefault(node, {})[cpu] = value
         return out, skipped
 
+    def _per_node(self, client: httpx.Client, expr: str) -> dict[str, float]:
+        """{node: value} of an optional per-node query; empty if it fails or a value is not a
+        finite non-negative number (that node's feature is then absent, not an error)."""
+        try:
+            series = self._query(client, expr)
+        except DataError as error:
+            LOG.info("optional node query %r failed: %s", expr, error)
+            return {}
+        out: dict[str, float] = {}
+        for item in series:
+            try:
+                node, value = self._node_of(item["metric"]), float(item["value"][1])
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                continue
+            if node is not None and 0.0 <= value < float("inf"):
+                out[node] = value
+        return out
+
+    @staticmethod
+    def contention(capacity: NodeCapacity, load: dict[str, dict[str, float]]) -> NodeCapacity:
+        """``capacity`` with its run queue per core (node_load1, else node_procs_running, over
+        the cores) and CPU pressure (the PSI waiting-seconds rate) where Prometheus has them."""
+        name = capacity.name
+        runq = load["load1"].get(name, load["procs"].get(name))
+        pressure = load["pressure"].get(name)
+        return replace(
+            capacity,
+            runq_per_core=None if runq is None else runq / capacity.cores,
+            cpu_pressure=None if pressure is None else min(pressure, 1.0),
+        )
+
     def fetch(self, client: httpx.Client) -> tuple[list[NodeCapacity], int]:
-        """Eq. 8 for every node Prometheus knows, and the number of series skipped."""
+        """Eq. 8 for every node Prometheus knows, with the contention features it has, and the
+        number of series skipped."""
         idle, skipped_idle = self._per_node_cpu(
             self._query(client, IDLE_QUERY.format(window=self.window))
         )
         freq, skipped_freq = self._per_node_cpu(self._query(client, FREQ_QUERY))
         default = {"default": self.default_freq_ghz * 1e9}
+        load = {
+            "load1": self._per_node(client, LOAD1_QUERY),
+            "procs": self._per_node(client, PROCS_RUNNING_QUERY),
+            "pressure": self._per_node(client, PRESSURE_QUERY.format(window=self.window)),
+        }
         capacities = [
-            capacity_from_node_exporter(node, idle[node], freq.get(node) or default)
+            self.contention(
+                capacity_from_node_exporter(node, idle[node], freq.get(node) or default),
+                load,
+            )
             for node in sorted(idle)
         ]
         return capacities, skipped_idle + skipped_freq
@@ -215,12 +260,6 @@ class TelemetryRefresher:
         if self._thread is not None:
             self._thread.join()
         self._client.close()
-
-
-def fetch_capacities(source: PrometheusNodeSource) -> list[NodeCapacity]:
-    """One read of every node's eq. 8 capacity (for a one-shot scheduler round)."""
-    with httpx.Client() as client:
-        return source.fetch(client)[0]
 
 
 def parse_instance_nodes(pairs: Iterable[str]) -> dict[str, str]:
