@@ -19,8 +19,9 @@ Every HTTP service of the project builds its app with :func:`create_service_app`
   readiness callback), ``/metrics`` (Prometheus text: requests by route and status, errors by
   reason, latency histogram by route; services add their own metrics to the same registry).
 
-The slim serving API (``hetsched.slim.serving.app``) grew the same defences first; this module is
-their generic form, so it can move onto it.
+The slim serving API (``hetsched.slim.serving.app``) grew the same defences first; its guard uses
+this module's error schema, error type and token check, and adds what serving needs on top
+(admission's refusals from the headers, Retry-After).
 """
 
 from __future__ import annotations
@@ -150,6 +151,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def token_refusal(authorization: str | None, token: str | None) -> ServiceError | None:
+    """401 unless ``authorization`` (the header's text) is ``Bearer <token>``; None when no
+    token is configured. The comparison takes the same time whatever the given token."""
+    if token is None:
+        return None
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode()):
+        return None
+    return ServiceError(401, "missing or wrong bearer token", "unauthorized")
+
+
 def error_payload(message: str, reason: str) -> dict[str, str]:
     """The project's error schema."""
     return {"error": message, "reason": reason}
@@ -261,13 +273,11 @@ class _GuardMiddleware:
             message = f"{header_bytes} bytes of headers exceed the limit of {limit}"
             return ServiceError(431, message, "headers_too_large", close=True)
         headers = dict(raw_headers)
-        token = self.config.token
-        if token is not None and scope["path"] not in PUBLIC_PATHS:
-            scheme, _, given = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.encode(), token.encode()
-            ):
-                return ServiceError(401, "missing or wrong bearer token", "unauthorized")
+        if scope["path"] not in PUBLIC_PATHS:
+            authorization = headers.get(b"authorization", b"").decode("latin-1")
+            refusal = token_refusal(authorization, self.config.token)
+            if refusal is not None:
+                return refusal
         declared = headers.get(b"content-length")
         if declared is not None and not declared.isdigit():
             return ServiceError(400, "Content-Length is not a number", "bad_request", close=True)

@@ -12,7 +12,6 @@ status for ``/metrics``.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import math
@@ -22,6 +21,7 @@ from prometheus_client import Counter
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hetsched.core.web import ServiceError, error_payload, token_refusal
 from hetsched.slim.serving.images import RequestError
 from hetsched.slim.serving.metrics import ServingMetrics
 
@@ -36,25 +36,26 @@ EarlyRefusal = Callable[[str, str, Mapping[str, str]], RequestError | None]
 (before its body is read), or None to let it through."""
 
 
-def error_headers(error: RequestError) -> dict[str, str]:
-    """Retry-After on 429/503, ``Connection: close`` on 408 (the client stopped sending: drop
-    the socket), ``WWW-Authenticate`` on 401."""
+def error_headers(error: ServiceError) -> dict[str, str]:
+    """Retry-After on 429/503, ``Connection: close`` when the error says so (a 408: the client
+    stopped sending, drop the socket), ``WWW-Authenticate`` on 401."""
     headers = {}
     if error.status in (429, 503):
-        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s or 1.0)))
-    if error.status == 408:
+        retry_after_s = error.retry_after_s if isinstance(error, RequestError) else None
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after_s or 1.0)))
+    if error.close:
         headers["Connection"] = "close"
     if error.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     return headers
 
 
-def error_body(error: RequestError) -> bytes:
-    """The project's error body: ``{"error": message, "reason": cause}``."""
-    return json.dumps({"error": str(error), "reason": error.reason}).encode()
+def error_body(error: ServiceError) -> bytes:
+    """The project's error body (:func:`hetsched.core.web.error_payload`)."""
+    return json.dumps(error_payload(str(error), error.reason)).encode()
 
 
-def error_response(error: RequestError) -> Response:
+def error_response(error: ServiceError) -> Response:
     """The error as a response (for the app's exception handlers)."""
     return Response(error_body(error), error.status, error_headers(error), JSON)
 
@@ -119,7 +120,7 @@ class Guard:
                 await _respond(refusal, scope, receive, counted_send)
             else:
                 await self.app(scope, self._timed(receive), counted_send)
-        except RequestError as error:  # raised by a handler or while reading the body
+        except ServiceError as error:  # raised by a handler or while reading the body
             if not status:
                 await _respond(error, scope, receive, counted_send)
         except Exception:  # a bug in a handler: answer 500 with a body, keep the connection
@@ -133,13 +134,12 @@ class Guard:
             counter = self._counters[key] = self.metrics.http_requests.labels(key[0], str(key[1]))
         counter.inc()
 
-    def _refusal(self, scope: Scope) -> RequestError | None:
+    def _refusal(self, scope: Scope) -> ServiceError | None:
         headers = _headers(scope)
-        if self.token is not None and scope["path"] not in OPEN_PATHS:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            expected = self.token.encode()
-            if not (scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), expected)):
-                return RequestError(401, "missing or wrong bearer token", "unauthorized")
+        if scope["path"] not in OPEN_PATHS:
+            refusal = token_refusal(headers.get("authorization"), self.token)
+            if refusal is not None:
+                return refusal
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             return RequestError(
@@ -167,7 +167,7 @@ class Guard:
         return timed_receive
 
 
-async def _respond(error: RequestError, scope: Scope, receive: Receive, send: Send) -> None:
+async def _respond(error: ServiceError, scope: Scope, receive: Receive, send: Send) -> None:
     """Sends the error straight as ASGI messages: a refusal under overload is the common answer,
     so it skips building a Response object (the body is not read: the server discards it)."""
     body = error_body(error)

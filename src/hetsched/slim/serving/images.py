@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.core.errors import HetschedError
+from hetsched.core.web import ServiceError
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG"}
 """Accepted file content types and the Pillow format each must decode as."""
@@ -34,8 +34,11 @@ MAX_DIMS = 8
 """Most dimensions a raw array may declare (the model takes 3)."""
 
 
-class RequestError(HetschedError):
+class RequestError(ServiceError):
     """A request the server refuses; ``status`` is the HTTP status to answer with.
+
+    The project's HTTP error (:class:`~hetsched.core.web.ServiceError`) plus when to retry; a 408
+    closes the connection (the client stopped sending).
 
     Args:
         status: 4xx (client errors) or 429/503/504 (overload and deadlines).
@@ -47,9 +50,7 @@ class RequestError(HetschedError):
     def __init__(
         self, status: int, message: str, reason: str, retry_after_s: float | None = None
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
+        super().__init__(status, message, reason, close=status == 408)
         self.retry_after_s = retry_after_s
 
 
