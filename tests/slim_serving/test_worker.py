@@ -23,7 +23,9 @@ def model() -> SlimResNet:
 
 @pytest.fixture
 def worker(model):
-    worker = SegmentWorker(model, "cpu", ExecutorConfig(), "w0")
+    # t_idle far beyond a test: on a loaded CI host the blocks can be seconds apart, and an
+    # instance offloaded between them would empty the snapshot the test reads.
+    worker = SegmentWorker(model, "cpu", ExecutorConfig(idle_unload_s=600.0), "w0")
     yield worker
     worker.close()
 
