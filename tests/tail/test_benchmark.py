@@ -11,7 +11,13 @@ from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
 from hetsched.core.errors import DataError
-from hetsched.tail.benchmark import draw_seeds, fresh_master_seed, run_benchmark
+from hetsched.tail.benchmark import (
+    PACKAGED_MEASURED,
+    draw_seeds,
+    fresh_master_seed,
+    load_measured,
+    run_benchmark,
+)
 from hetsched.tail.flops import ModelFeatures
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.placement import (
@@ -364,3 +370,18 @@ def test_default_with_extender_follows_a_large_p90_gap_within_the_fit_filter():
         rest = [default_score(n, (0.0, 0.0), POD_REQUESTS["resnet50"]) for n in TABLE_I[1:]]
         best = [1 + i for i, score in enumerate(rest) if score == max(rest)]
         assert best == [2, 3] and runs["default+extender"][4] in best  # node3 and node4 tie
+
+
+def test_measured_rows_load_as_numbers_and_bad_files_are_one_line_errors(tmp_path):
+    good = tmp_path / "m.csv"
+    good.write_text("model,node,flops,p90_s\ncnn-s,cores0,2e7,0.004\n")
+    assert load_measured(good) == [
+        {"model": "cnn-s", "node": "cores0", "flops": 2e7, "p90_s": 0.004}
+    ]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,node,flops,p90_s\ncnn-s,cores0,lots,0.004\n")
+    with pytest.raises(DataError, match=r"bad.csv:2: not a number"):
+        load_measured(bad)
+    with pytest.raises(DataError, match="tail measure"):
+        load_measured(tmp_path / "none.csv")
+    assert len(load_measured(PACKAGED_MEASURED)) == 90  # the committed data (data card beside it)
