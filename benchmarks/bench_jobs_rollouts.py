@@ -13,7 +13,15 @@ the simulator loaded), trajectories per second, the speed-up over one actor, the
 every trajectory equals the one-actor run's (it must: trajectories seed themselves from (seed,
 epoch, number)). The machine's load average before and after each count is recorded beside it:
 on a shared machine a wall-clock speed-up says little, and with fewer cores than actors it cannot
-exceed the core count. Results go to ``--out`` as JSON and CSV.
+exceed the core count.
+
+It also prices the paper's budget (``--paper-epochs`` x ``--paper-trajectories``, one update per
+``--paper-update`` trajectories on as many actors): the in-process run times each trajectory
+alone (CPU seconds), one PPO update on ``--paper-update`` of them is timed as the learner does it,
+and the estimate per update is the expected slowest of ``--paper-update`` trajectories (drawn from
+the measured ones) scaled by the actors' CPU per trajectory over the in-process one, plus the
+update. It assumes a core per actor and no other load; it is an estimate, not a measurement.
+Results go to ``--out`` as JSON and CSV.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 import torch
 from rich.console import Console
@@ -44,6 +53,8 @@ from hetsched.jobs.rl.rollouts import (
 )
 from hetsched.jobs.rl.scenario import load_scenario
 from hetsched.jobs.rl.train_config import TrainConfig
+from hetsched.jobs.rl.training import to_batch
+from hetsched.rl import ppo_update
 
 
 def _actor_cpu_s(rollouts: RayRollouts) -> float:
@@ -79,9 +90,12 @@ def measure(
     if workers == 0:
         worker = RolloutWorker(scenario.train, scenario.cluster, config)
         worker.run(weights, warm_up)
-        cpu_start, start = time.process_time(), time.perf_counter()
-        played = worker.run(weights, tasks)
-        wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+        start, played, per_trajectory_cpu_s = time.perf_counter(), [], []
+        for one in tasks:  # one at a time, to price each trajectory
+            cpu_start = time.process_time()
+            played += worker.run(weights, [one])
+            per_trajectory_cpu_s.append(time.process_time() - cpu_start)
+        wall_s, cpu_s = time.perf_counter() - start, sum(per_trajectory_cpu_s)
     else:
         rollouts = RayRollouts(scenario.train, scenario.cluster, config, workers, address)
         try:
@@ -92,7 +106,7 @@ def measure(
             cpu_s = _actor_cpu_s(rollouts) - cpu_start
         finally:
             rollouts.close()
-    row = {
+    row: dict[str, Any] = {
         "workers": workers,
         "trajectories": trajectories,
         "wall_s": wall_s,
@@ -102,7 +116,50 @@ def measure(
         "load_before": load_before,
         "load_after": os.getloadavg()[0],
     }
+    if workers == 0:
+        row["per_trajectory_cpu_s"] = per_trajectory_cpu_s
     return row, played
+
+
+def paper_estimate(
+    config: TrainConfig,
+    played: list[Trajectory],
+    rows: list[dict[str, Any]],
+    epochs: int,
+    per_epoch: int,
+    per_update: int,
+) -> dict[str, float]:
+    """Wall seconds of ``epochs`` x ``per_epoch`` trajectories, ``per_update`` per update on
+    ``per_update`` actors: per update, the expected slowest of its trajectories (resampled from
+    the measured ones, scaled by the actors' CPU per trajectory over the in-process one) plus the
+    learner's update (timed here)."""
+    torch.manual_seed(config.seed)
+    agent = build_agent(config)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
+    batch = to_batch(played[:per_update], config)
+    cpu_start = time.process_time()
+    ppo_update(agent, optimizer, batch, config.ppo())
+    update_cpu_s = time.process_time() - cpu_start
+    samples = np.asarray(rows[0]["per_trajectory_cpu_s"])
+    in_process = rows[0]["cpu_s"] / rows[0]["trajectories"]
+    on_actors = np.mean([r["cpu_s"] / r["trajectories"] for r in rows[1:]]) if rows[1:] else 0.0
+    actor_overhead = max(on_actors / in_process, 1.0)
+    draws = np.random.default_rng(config.seed).choice(samples, size=(2000, per_update))
+    slowest_s = float(draws.max(axis=1).mean()) * actor_overhead
+    updates = epochs * -(-per_epoch // per_update)
+    return {
+        "epochs": epochs,
+        "trajectories_per_epoch": per_epoch,
+        "trajectories_per_update": per_update,
+        "actors": per_update,
+        "trajectory_cpu_s_mean": float(samples.mean()),
+        "trajectory_cpu_s_max": float(samples.max()),
+        "actor_cpu_over_in_process": actor_overhead,
+        "expected_slowest_of_update_s": slowest_s,
+        "update_cpu_s": update_cpu_s,
+        "estimated_wall_s": updates * (slowest_s + update_cpu_s),
+        "serial_cpu_s": epochs * per_epoch * float(samples.mean()) + updates * update_cpu_s,
+    }
 
 
 def main() -> None:
@@ -111,6 +168,19 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=32, help="Trajectories per count.")
     parser.add_argument("--episode-jobs", type=int, default=256, help="Jobs per episode.")
     parser.add_argument("--address", default=None, help="Ray cluster (default: a local session).")
+    parser.add_argument("--paper-epochs", type=int, default=100, help="Budget to price: epochs.")
+    parser.add_argument(
+        "--paper-trajectories",
+        type=int,
+        default=100,
+        help="Budget to price: trajectories per epoch.",
+    )
+    parser.add_argument(
+        "--paper-update",
+        type=int,
+        default=16,
+        help="Budget to price: trajectories per update (= actors).",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/jobs/bench-rollouts"))
     args = parser.parse_args()
     counts = [int(c) for c in args.workers.split(",")]
@@ -139,6 +209,15 @@ def main() -> None:
             progress.advance(task)
     if owns_ray:
         ray.shutdown()
+    assert reference is not None
+    estimate = paper_estimate(
+        config,
+        reference,
+        rows,
+        args.paper_epochs,
+        args.paper_trajectories,
+        min(args.paper_update, args.trajectories),
+    )
     one = next((r for r in rows if r["workers"] == 1), None)
     for row in rows:
         if one is not None and row["workers"] >= 1:
@@ -165,11 +244,22 @@ def main() -> None:
             "yes" if row["identical_to_in_process"] else "NO",
         )
     console.print(table)
+    console.print(
+        f"paper budget ({estimate['epochs']} x {estimate['trajectories_per_epoch']} trajectories,"
+        f" {estimate['trajectories_per_update']} per update on as many actors), estimated:"
+        f" {estimate['estimated_wall_s'] / 3600:.2f} h wall (trajectory"
+        f" {estimate['trajectory_cpu_s_mean']:.2f} s CPU mean, slowest of an update"
+        f" {estimate['expected_slowest_of_update_s']:.2f} s, update {estimate['update_cpu_s']:.2f}"
+        f" s); one core: {estimate['serial_cpu_s'] / 3600:.2f} h"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"cores": cores, "machine": platform.platform(), "address": args.address}
-    (args.out / "rollouts.json").write_text(json.dumps({**meta, "rows": rows}, indent=2))
+    (args.out / "rollouts.json").write_text(
+        json.dumps({**meta, "rows": rows, "paper_estimate": estimate}, indent=2)
+    )
     with (args.out / "rollouts.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=sorted({k for r in rows for k in r}))
+        fields = sorted({k for r in rows for k in r} - {"per_trajectory_cpu_s"})
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     console.print(f"saved in {args.out}: rollouts.json, rollouts.csv")
