@@ -14,7 +14,9 @@ Run: ``.venv/bin/python benchmarks/bench_live_executor.py [--device cpu|cuda] [-
 Throughput is images per second of wall time; beside it, images per CPU second of this process
 (``time.process_time``, all threads), which other jobs on a shared machine disturb far less: the
 executor's own work shows up there, and separately as the CPU time of the loop thread (Algorithm
-1, telemetry, hand-offs; ``time.thread_time``) against the plain loop's. One server
+1, telemetry, hand-offs; ``time.thread_time``) against the plain loop's. "Batches computing" is the
+share of a live round's wall time in which a batch computed (the rest: hand-offs between the
+worker and the loop thread, and waits for a core). One server
 (loop, backend, executor) serves every round, as in service; round 0 is the warm-up that loads
 the instances. Live and plain runs alternate ``rounds`` more times (so a neighbour's burst on a
 shared machine hits both alike). Reported per round and as the minimum and median over the
@@ -149,6 +151,7 @@ def main() -> None:
     rounds = []
     for index in range(args.rounds + 1):
         first_batch, loads = len(backend.batches), executor.record.loads
+        backend.batch_latencies_s.clear()
         live_s, live_cpu_s, loop_cpu_s = live_run(loop, executor, images, tuples)
         batches = backend.batches[first_batch:]
         plain_s, plain_cpu_s = plain_run(model, batches, backend.device)
@@ -168,6 +171,7 @@ def main() -> None:
                 "batches": len(batches),
                 "mean_batch": NUM_SEGMENTS * args.images / len(batches),
                 "loads": executor.record.loads - loads,
+                "compute_share_of_live": sum(backend.batch_latencies_s) / live_s,
             }
         )
     backend.close()
@@ -182,6 +186,7 @@ def main() -> None:
         "loop thread CPU / plain CPU",
         "batches (mean size)",
         "loads",
+        "live: batches computing",
     ):
         table.add_column(column, justify="right")
     for r in rounds:
@@ -194,6 +199,7 @@ def main() -> None:
             f"{100 * r['loop_share_of_plain_cpu']:.1f} %",
             f"{r['batches']} ({r['mean_batch']:.2f})",
             str(r["loads"]),
+            f"{100 * r['compute_share_of_live']:.0f} %",
         )
     console.print(table)
     load_after = os.getloadavg()

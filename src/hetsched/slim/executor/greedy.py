@@ -224,7 +224,8 @@ class GreedyExecutor(GreedyState):
     def _can_load(self, segment: int, width: float) -> bool:
         """CANLOAD (lines 13-20): VRAM cap M_max, then the utilisation block U_blk."""
         needed_bytes = self.backend.instance_bytes(segment, width)  # line 14
-        if self.backend.vram_used_bytes() + needed_bytes > self.vram_cap_bytes:  # line 15
+        self._memory_blocked = self.backend.vram_used_bytes() + needed_bytes > self.vram_cap_bytes
+        if self._memory_blocked:  # line 15
             return False
         utilization = self.backend.utilization_pct()  # line 17
         return utilization is None or utilization < self.config.util_block_pct  # line 18
@@ -294,9 +295,13 @@ class GreedyExecutor(GreedyState):
         self._dispatch(now_s)
 
     def _wait_blocked(self) -> None:
-        """Line 9 without spinning: a batch end or an unload runs the loop again; with neither
-        pending, a retry timer does (a live device may be busy with someone else's work)."""
-        if self._running or self._unload_at_s is not None or self._retry_pending:
+        """Line 9 without spinning: a batch end runs the loop again, and so does an unload if
+        memory blocked the head; otherwise a retry timer does (a live device may be busy with
+        someone else's work, and an unload t_idle away lifts no utilisation block: waiting for
+        it stalled the live CPU executor for most of each benchmark round)."""
+        if self._running or self._retry_pending:
+            return
+        if self._unload_at_s is not None and self._memory_blocked:
             return
         self._retry_pending = True
         self.clock.schedule_in(self.config.blocked_retry_s, self._retry)

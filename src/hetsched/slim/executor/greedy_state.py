@@ -70,6 +70,8 @@ class GreedyState:
         self._running = 0
         self._unload_at_s: float | None = None
         self._retry_pending = False
+        self._memory_blocked = False
+        """The last CANLOAD refusal was M_max's (an unload can lift it), not U_blk's."""
         self._paused = False
         self._batch_callbacks: set[BatchFinished] = set()
         """The ``finished`` callbacks of :meth:`submit_many`: called once per batch."""
