@@ -6,6 +6,7 @@ the speed-up is measured by benchmarks/bench_jobs_rollouts.py."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,20 @@ def test_bad_settings_fail_with_one_line_before_ray_starts(small):
     address_alone = ray_rollouts.open_rollouts(jobs, cluster, TINY, workers=0, address="auto")
     with pytest.raises(HetschedError, match="--address needs --workers >= 1"), address_alone:
         pass
+
+
+def test_a_bad_ray_address_fails_fast_with_one_line():
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(HetschedError, match=r"cannot reach Ray at 127\.0\.0\.1"):
+        ray_rollouts.check_reachable(f"127.0.0.1:{port}")
+    with pytest.raises(HetschedError, match=r"cannot reach Ray at ray://127\.0\.0\.1"):
+        ray_rollouts.check_reachable(f"ray://127.0.0.1:{port}")
+    for bad in ("not an address", "host:", "host:99999999999999999999"):
+        with pytest.raises(HetschedError, match="Ray"):
+            ray_rollouts.check_reachable(bad)
+    ray_rollouts.check_reachable("auto")  # left to Ray
 
 
 def test_the_command_line_trains_the_same_agent_with_workers(ray_session, tmp_path: Path):

@@ -14,6 +14,7 @@ played with the same weights, and the next update's wait for the learner.
 
 from __future__ import annotations
 
+import socket
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -48,6 +49,25 @@ class _ActorWorker(RolloutWorker):
         return True
 
 
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fails fast on a ``HOST:PORT`` or ``ray://HOST:PORT`` nothing answers at: Ray itself keeps
+    retrying a dead address for minutes. ``auto`` (the local cluster's address file) is left to
+    Ray.
+
+    Raises:
+        HetschedError: For an address without a port or one that refuses or times out.
+    """
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise HetschedError(f"Ray address {address!r} is not auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, OverflowError) as error:
+        raise HetschedError(f"cannot reach Ray at {address}: {error}") from None
+
+
 def start_ray(address: str | None, num_cpus: int) -> bool:
     """Joins the Ray cluster at ``address`` (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``) or,
     with None, starts a local session with ``num_cpus`` CPUs. Nothing happens when Ray is already
@@ -61,6 +81,8 @@ def start_ray(address: str | None, num_cpus: int) -> bool:
     """
     if ray.is_initialized():
         return False
+    if address is not None:
+        check_reachable(address)
     try:
         local = address is None
         ray.init(
