@@ -9,13 +9,16 @@ arrivals) with its load set to 0.5x, 1.5x and 3x the fastest server's capacity a
 router's state and decision, the links, the greedy executors on the simulated devices and the
 cluster's bookkeeping. Building the cluster (drawing the workload) is not timed. The figure is
 segment requests completed by all executors per CPU second of the process (``time.process_time``,
-so other load on the machine does not count), the best of ``--repeats`` runs.
+so other load on the machine counts only through shared caches and cores), the best of
+``--repeats`` runs. The load average before and after is printed and saved beside the figures:
+on a loaded machine even CPU time runs slower, so compare figures taken under similar load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -51,6 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     routers = [name.strip() for name in args.routers.split(",") if name.strip()]
     print(f"machine: {platform.processor() or platform.machine()}, {args.images} images per run")
+    load_before = os.getloadavg()[0]
     header = " | ".join(f"{load:g}x load" for load in LOADS)
     print(f"\n| router | {header} |\n| --- |{' ---: |' * len(LOADS)}")
     figures: dict[str, dict[str, dict[str, float]]] = {}
@@ -68,8 +72,15 @@ def main() -> None:
             }
             cells.append(f"{rate / 1e3:.1f}k ({decisions / (4 * args.images):.2f} dec/seg)")
         print(f"| {name} | {' | '.join(cells)} |")
+    load_after = os.getloadavg()[0]
+    print(f"\nload average (1 min): {load_before:.1f} before, {load_after:.1f} after")
     if args.json is not None:
-        args.json.write_text(json.dumps({"images": args.images, "figures": figures}, indent=1))
+        record = {
+            "images": args.images,
+            "load_average": [load_before, load_after],
+            "figures": figures,
+        }
+        args.json.write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":
