@@ -130,3 +130,4 @@ def test_the_command_line_trains_the_same_agent_with_workers(ray_session, tmp_pa
     second = torch.load(on_ray / "agent.pt", weights_only=True)["state_dict"]
     assert _weights_equal(first, second)
     assert '"rollout_workers": 1' in (on_ray / "run.json").read_text()
+    assert "workers are busy" not in result.output  # 1 worker, 3 trajectories per update

@@ -205,6 +205,11 @@ def train(
     except ValueError as error:
         raise HetschedError(f"bad training option: {error}") from None
     console = Console()
+    if workers > trajectories_per_update:
+        console.print(
+            f"note: at most {trajectories_per_update} of the {workers} workers are busy at a time"
+            " (the trajectories of one update; see --trajectories-per-update)"
+        )
     scenario = data.load()
     info = _describe(console, scenario)
     total = epochs * trajectories_per_epoch
