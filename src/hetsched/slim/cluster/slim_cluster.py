@@ -51,15 +51,8 @@ _Predictors = tuple[Callable[[], Prediction], ...] | tuple[None, ...]
 class SlimCluster(ClusterBookkeeping):
     """Global FIFO, routing mechanism, transfers and bookkeeping for N servers.
 
-    Args:
-        servers: One :class:`SegmentServer` per server, in router index order.
-        clock: The clock they share.
-        transfer_time: Link model for moving activations between hosts.
-        accuracy: Accuracy prior and per-image correctness; an :class:`OutputAccuracyOracle`
-            judges images that carry payloads by their last segment's output.
-        config: Mechanism knobs.
-        completion: Cost model for the router's predicted completion times and backlogs (None:
-            the state carries no predictions).
+    The arguments are :class:`ClusterBookkeeping`'s; this half adds the router's state,
+    routing and activation transfers.
     """
 
     def __init__(

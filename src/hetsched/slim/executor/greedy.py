@@ -51,14 +51,8 @@ class GreedyExecutor(GreedyState):
     """Algorithm 1 on one backend; the cluster's
     :class:`~hetsched.slim.executor.server.SegmentServer`.
 
-    Args:
-        backend: The device (simulated or live).
-        clock: Where time comes from and callbacks are scheduled.
-        config: Algorithm 1's knobs.
-        name: Server name (default: the backend's).
-
-    Raises:
-        ConfigError: If M_max exceeds the device's memory (naming ``vram_cap_bytes``).
+    Built like :class:`GreedyState` (same arguments and errors); this half holds LOOP and
+    UNLOADERLOOP.
     """
 
     # -- the SegmentServer protocol ---------------------------------------------------------------
