@@ -7,7 +7,7 @@ Run from the repository root (it imports the tests' strategies):
 Without ``--url`` the real HTTP stack (uvicorn with the project's protocol, guard, app, front and
 admission) runs in this process over a fake serving system (no Ray, no model), which is what
 the requests exercise: nothing malformed gets past decoding. The requests come from the CI fuzz
-test's strategies (``tests/slim_serving/fuzz_requests.py``). A reply counts as a hang when it has
+test's strategies (``tests/slim/serving/fuzz_requests.py``). A reply counts as a hang when it has
 not come within 10 s.
 """
 
@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hetsched.slim.serving.app import create_app
 from hetsched.slim.serving.config import AdmissionConfig, HttpConfig, ServeConfig
 from hetsched.slim.serving.http_server import BackgroundServer
-from tests.slim_serving.fakes import FakeService
-from tests.slim_serving.fuzz_requests import ENDPOINTS, BadReplyError, FuzzRequest, send_and_check
+from tests.slim.serving.fakes import FakeService
+from tests.slim.serving.fuzz_requests import ENDPOINTS, BadReplyError, FuzzRequest, send_and_check
 
 
 def fuzz_endpoint(client: httpx.Client, endpoint: str, examples: int) -> dict:

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hetsched.slim.serving.app import create_app
 from hetsched.slim.serving.config import AdmissionConfig, HttpConfig, ServeConfig
 from hetsched.slim.serving.http_server import BackgroundServer
-from tests.slim_serving.fakes import FakeService
-from tests.slim_serving.fuzz_requests import ENDPOINTS, FuzzRequest, send_and_check
+from tests.slim.serving.fakes import FakeService
+from tests.slim.serving.fuzz_requests import ENDPOINTS, FuzzRequest, send_and_check
 
 EXAMPLES_PER_ENDPOINT = 100
 

@@ -19,7 +19,7 @@ from PIL import Image
 from hetsched.slim.serving.app import create_app
 from hetsched.slim.serving.config import AdmissionConfig, HttpConfig, ServeConfig
 from hetsched.slim.serving.http_server import BackgroundServer
-from tests.slim_serving.fakes import SPEC, FakePool, FakeService, array_label
+from tests.slim.serving.fakes import SPEC, FakePool, FakeService, array_label
 
 TOKEN = "app-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -13,7 +13,7 @@ from hetsched.slim.serving.admission import AdmissionController
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import RequestError
 from hetsched.slim.serving.metrics import ServingMetrics
-from tests.slim_serving.fakes import FakePool
+from tests.slim.serving.fakes import FakePool
 
 WIDTHS = (0.25, 0.5, 0.75, 1.0)
 
