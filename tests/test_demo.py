@@ -27,6 +27,6 @@ def test_demo_runs_every_step_on_a_tiny_budget(tmp_path) -> None:
     assert (out / "model" / "accuracy_table.json").is_file()
     results = json.loads((out / "router" / "results.json").read_text())
     assert results["scenario"]["accuracy_table"].endswith("accuracy_table.json")
-    for policy in ("random", "ppo-efficiency", "ppo-balanced"):
+    for policy in ("random", "constant-best", "ppo-efficiency", "ppo-balanced"):
         run = results["runs"][policy][0]
         assert run["images_completed"] == 40, run

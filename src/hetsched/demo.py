@@ -6,8 +6,10 @@
 3. Print the paper's Tables I and II beside the measured numbers.
 4. Route: in the simulated paper cluster (2x RTX 2080 Ti + GTX 980 Ti, Wi-Fi 5, bursty arrivals)
    with the accuracy table just measured, train a PPO-efficiency and a PPO-balanced router briefly
-   and print Tables III-V against the random baseline (the full run is ``hetsched slim
-   experiment``).
+   and print Tables III-V against the paper's random baseline and the constant best-server rule
+   (every segment on the fastest server at full width), the strongest simple rule in this
+   scenario (the full run is ``hetsched slim experiment``; the scenario comparison with every
+   rule is ``hetsched slim experiment --scenarios``).
 
 Every artefact lands under ``out`` (``out/model``: checkpoint, cost table, accuracy table;
 ``out/router``: router checkpoints, training curves, results JSON and plots).
@@ -63,10 +65,17 @@ def run_demo(out: Path, budget: DemoBudget = DemoBudget()) -> None:
     for rich_table in paper_tables(table):
         console.print(rich_table)
 
-    console.print(Rule("4. Routing: PPO routers vs random in the simulated paper cluster"))
+    console.print(Rule("4. Routing: PPO routers vs random and the constant best-server rule"))
     torch.set_num_threads(1)
     scenario = ScenarioConfig(
         accuracy_table=str(model_dir / "accuracy_table.json"), num_images=budget.router_images
     )
     ppo = ppo_budget(budget.router_decisions)
-    run_experiment(scenario, [0], Path(out) / "router", ppo=ppo, console=console)
+    run_experiment(
+        scenario,
+        [0],
+        Path(out) / "router",
+        ppo=ppo,
+        baselines=("random", "constant-best"),
+        console=console,
+    )
