@@ -44,8 +44,9 @@ def imports_of(path: Path) -> list[tuple[str, str | None]]:
     return found
 
 
-def slim_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the slim modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+def package_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``modules`` it imports (``from pkg import mod`` counts as
+    ``pkg.mod``); the tail test reuses it for its own package."""
     edges: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set()
@@ -92,14 +93,14 @@ def test_the_search_finds_a_circle_and_accepts_a_tree() -> None:
 
 
 def test_slim_has_no_import_circles() -> None:
-    cycle = find_cycle(slim_edges(slim_modules()))
+    cycle = find_cycle(package_edges(slim_modules()))
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
 
 
 def test_rooms_form_layers() -> None:
     """Sub-packages ("rooms") import each other in one direction only (docs/architecture.md)."""
     rooms: dict[str, set[str]] = {}
-    for source, targets in slim_edges(slim_modules()).items():
+    for source, targets in package_edges(slim_modules()).items():
         room = source.split(".")[2] if source.count(".") >= 2 else "slim"
         rooms.setdefault(room, set())
         for target in targets:

@@ -14,8 +14,8 @@ from tests.slim.test_import_graph import (
     SOURCE_ROOT,
     find_cycle,
     imports_hetsched,
-    imports_of,
     module_name,
+    package_edges,
 )
 
 TAIL = SOURCE_ROOT / "hetsched" / "tail"
@@ -27,19 +27,8 @@ def tail_modules() -> dict:
 
 
 def tail_edges() -> dict[str, set[str]]:
-    """Module -> the tail modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
-    modules = tail_modules()
-    edges: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        targets = set()
-        for module, imported in imports_of(path):
-            if imported is not None and f"{module}.{imported}" in modules:
-                targets.add(f"{module}.{imported}")
-            elif module in modules:
-                targets.add(module)
-        targets.discard(name)
-        edges[name] = targets
-    return edges
+    """Module -> the tail modules it imports."""
+    return package_edges(tail_modules())
 
 
 def test_the_cli_modules_exist() -> None:
