@@ -15,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.core.errors import ConfigError
 from hetsched.slim.routers.ppo import StateEncoder, new_policy, save_router
 from hetsched.slim.serving.loadgen import wait_ready
 
@@ -109,3 +110,11 @@ def test_serve_refuses_a_network_address_without_a_token(tmp_path: Path):
         typer_app, ["slim", "serve", "--config", str(config), "--host", "0.0.0.0"]
     )
     assert "no --token" in str(result.exception) and "--insecure" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://127.0.0.1", "http://", "127.0.0.1:8000"]
+)
+def test_the_readiness_probe_opens_only_http_urls(url):
+    with pytest.raises(ConfigError, match="not an http"):
+        wait_ready(url, timeout_s=0.1)

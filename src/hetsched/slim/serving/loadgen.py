@@ -28,6 +28,7 @@ import json
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
@@ -159,8 +160,13 @@ def wait_ready(
         is_alive: Returns False once waiting is pointless (e.g. the server process exited).
 
     Raises:
+        ConfigError: If ``url`` is not an http(s) URL with a host (urllib would also open
+            ``file:`` and other schemes, which a readiness probe must never do).
         TimeoutError: If the server is not ready within ``timeout_s`` or stopped being alive.
     """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--url: {url!r} is not an http(s) URL with a host")
     deadline_s = time.monotonic() + timeout_s
     while time.monotonic() < deadline_s and is_alive():
         try:
