@@ -15,8 +15,10 @@ would), in four steps:
    seed and a fresh optimiser, so a run resumed from the state saved after a chunk continues
    exactly as the uninterrupted run would.
 4. **Selection.** After cloning and after every chunk the greedy policy is scored on the
-   validation episodes; ``learned.pt`` is always the best policy so far, so fine-tuning can
-   improve on the cloned rule but never leave the router worse than it.
+   validation episodes; ``learned.pt`` is always the best policy so far by
+   :func:`~hetsched.slim.router_training.validation.selection_score` (the mean score, less what
+   it falls short of the best rule's SLO attainment on any scenario), so fine-tuning can improve
+   on the cloned rule but never leave the router worse than it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from hetsched.slim.router_training.validation import (
     EpisodeScore,
     episode_score,
     mean_score,
+    scenario_scores,
+    selection_score,
 )
 from hetsched.slim.routers.base import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter, new_policy, save_router
@@ -116,12 +120,13 @@ class LearnedRouterResult:
 
 def validate(
     router_for: Callable[[int], Router], episodes: list[tuple[str, Any, int]]
-) -> EpisodeScore:
-    """Mean score of the router ``router_for(seed)`` builds over the validation episodes."""
-    return mean_score(
+) -> dict[str, EpisodeScore]:
+    """Per scenario, the mean score of the router ``router_for(seed)`` builds over its
+    validation episodes."""
+    return scenario_scores(
         [
-            episode_score(build_cluster(scenario, seed), router_for(seed))
-            for _, scenario, seed in episodes
+            (name, episode_score(build_cluster(scenario, seed), router_for(seed)))
+            for name, scenario, seed in episodes
         ]
     )
 
@@ -134,7 +139,10 @@ class TrainingState:
     references: dict[str, dict[str, float]]
     """Each advisor's mean validation score (as plain fields)."""
     teachers: dict[str, int]
+    best_attainment: dict[str, float]
+    """Per validation scenario, the best advisor's SLO attainment (the selection's bar)."""
     best_score: float
+    """The best selection score so far (the saved router's)."""
     chunks: int = 0
     """PPO chunks done (each has its own seed)."""
     decisions: int = 0
@@ -181,8 +189,16 @@ def train_learned_router(
     if resume:
         state = _load_state(state_path, config, policy)
     else:
+        advisor_scores = {
+            name: validate(partial(_registered, name), episodes) for name in config.advisors
+        }
         references = {
-            name: asdict(validate(partial(_registered, name), episodes)) for name in config.advisors
+            name: asdict(mean_score(list(scores.values())))
+            for name, scores in advisor_scores.items()
+        }
+        best_attainment = {
+            scenario: max(scores[scenario].slo_attainment for scores in advisor_scores.values())
+            for scenario in mix.names
         }
         for name, fields in references.items():
             console.print(f"advisor {name}: validation {EpisodeScore(**fields)}", highlight=False)
@@ -196,14 +212,16 @@ def train_learned_router(
         )
         fit = clone(policy, demos, epochs=config.bc_epochs,
                     learning_rate=config.bc_learning_rate, seed=config.seed)  # fmt: skip
-        cloned = validate(greedy, episodes)
+        cloned_scores = validate(greedy, episodes)
+        cloned = mean_score(list(cloned_scores.values()))
+        selection = selection_score(cloned_scores, best_attainment)
         console.print(
             f"cloned {len(demos)} decisions of teachers {demos.teachers} ({demos.masked_out}"
             f" masked out): agreement {fit[-1]['agreement']:.3f}; validation {cloned}",
             highlight=False,
         )
-        history = [_row("bc", 0, cloned, agreement=fit[-1]["agreement"])]
-        state = TrainingState(history, references, demos.teachers, cloned.score)
+        history = [_row("bc", 0, cloned, selection=selection, agreement=fit[-1]["agreement"])]
+        state = TrainingState(history, references, demos.teachers, best_attainment, selection)
         save_router(router_path, policy, encoder, config.hidden_sizes, metadata)
         _save_state(state_path, policy, config, state)
     chunk_steps = config.chunk_updates * config.rollout
@@ -214,18 +232,20 @@ def train_learned_router(
             steps = min(chunk_steps, config.ppo_steps - state.decisions)
             ppo = _chunk_config(config, state.chunks, steps, -(-config.ppo_steps // chunk_steps))
             result = train(ppo, make_env(mix.cluster), policy)
-            score = validate(greedy, episodes)
+            scores = validate(greedy, episodes)
+            selection = selection_score(scores, state.best_attainment)
             returns = [h["charts/mean_return"] for h in result.history]
             state.chunks, state.decisions = state.chunks + 1, state.decisions + steps
-            state.history.append(_row("ppo", state.decisions, score,
+            state.history.append(_row("ppo", state.decisions, mean_score(list(scores.values())),
+                                      selection=selection,
                                       mean_return=sum(returns) / max(1, len(returns))))  # fmt: skip
-            if score.score > state.best_score:
-                state.best_score = score.score
+            if selection > state.best_score:
+                state.best_score = selection
                 save_router(router_path, policy, encoder, config.hidden_sizes, metadata)
             _save_state(state_path, policy, config, state)
             bar.update(task, advance=steps, description=f"PPO (best {state.best_score:.4f})")
     write_curves(state.history, state.references, out_dir / "learned-curves")
-    best = max(state.history, key=lambda row: row["score"])
+    best = max(state.history, key=lambda row: row["selection"])
     return LearnedRouterResult(
         router_path,
         state.history,

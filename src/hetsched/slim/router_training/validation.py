@@ -6,6 +6,11 @@ worse than where it started. The number is SLO attainment plus half the accuracy
 the episode's images): a point of attainment outweighs a point of accuracy, but at equal
 attainment the more accurate router wins. It is a training signal on whole (short) episodes, not
 the steady-state metric the evaluation reports (:mod:`hetsched.slim.experiments.slo_metrics`).
+
+Keeping the best checkpoint by the mean score alone lets fine-tuning trade one scenario's
+deadlines for another's accuracy, which issue 19's bar forbids (on *every* scenario the router
+must meet as many deadlines as the best rule). :func:`selection_score` therefore also charges,
+per scenario, the attainment the router falls short of the best advisor rule there.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from hetsched.slim.routers.base import Router
 
 ACCURACY_WEIGHT = 0.5
 """Weight of accuracy against SLO attainment in the episode score."""
+SHORTFALL_WEIGHT = 4.0
+"""Extra weight, in the selection score, of each point of attainment a router falls short of
+the best advisor on a scenario (so such a point costs five times a point of accuracy gained)."""
 
 
 @dataclass(frozen=True)
@@ -62,3 +70,26 @@ def best_router(
     scores = {name: episode_score(make_cluster(), make()) for name, make in routers.items()}
     best = max(scores, key=lambda name: scores[name].score)
     return best, scores
+
+
+def scenario_scores(named: Sequence[tuple[str, EpisodeScore]]) -> dict[str, EpisodeScore]:
+    """(scenario name, episode score) pairs averaged per scenario, in first-seen order."""
+    grouped: dict[str, list[EpisodeScore]] = {}
+    for name, score in named:
+        grouped.setdefault(name, []).append(score)
+    return {name: mean_score(scores) for name, scores in grouped.items()}
+
+
+def selection_score(
+    per_scenario: dict[str, EpisodeScore], best_attainment: dict[str, float]
+) -> float:
+    """The number that keeps the best checkpoint: the mean score over scenarios minus
+    :data:`SHORTFALL_WEIGHT` times the mean shortfall of attainment below ``best_attainment``
+    (per scenario, the best advisor's)."""
+    count = max(1, len(per_scenario))
+    shortfall = sum(
+        max(0.0, best_attainment.get(name, 0.0) - score.slo_attainment)
+        for name, score in per_scenario.items()
+    )
+    mean = sum(score.score for score in per_scenario.values()) / count
+    return mean - SHORTFALL_WEIGHT * shortfall / count
