@@ -11,7 +11,11 @@ Modes:
   * ``nodes``: full v1.Node objects (``nodeCacheCapable: false``), the fixture's four Table I
     shapes cycled, no telemetry: ~0.7 KiB of JSON per node, parsed and validated per request.
   * ``names``: node names only (``nodeCacheCapable: true``); the telemetry cache holds every node
-    with its own load, so each node is a distinct regressor row (the worst case for prediction).
+    with its own load (~300-370 regressor rows per request once nodes within 5 % share one).
+    The same request repeats, so after the first one the scorer's prediction cache answers, as
+    it does between two telemetry refreshes in a cluster.
+  * ``names-cold``: the same without the prediction cache: every request asks the regressor, as
+    the first request after a telemetry refresh does.
 
 The server runs in a child process (spawned: the extender as ``hetsched tail extender`` builds
 it, on the shared uvicorn stack); this process is the client: one kept-alive ``http.client``
@@ -47,7 +51,7 @@ import orjson
 from hetsched.core.web import ServiceConfig
 from hetsched.core.web_server import ServiceServer
 from hetsched.tail.catalog import default_catalog
-from hetsched.tail.extender import SHARE_WITHIN, Extender
+from hetsched.tail.extender import CACHED_ROWS, SHARE_WITHIN, Extender
 from hetsched.tail.extender_app import create_extender_app, parse_args_json
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.regressors import (
@@ -85,7 +89,7 @@ def synthetic_regressor(seed: int = 0) -> FittedRegressor:
 def request_args(mode: str, nodes: int) -> dict:
     """A resnet50 pod with ``nodes`` candidates, as full objects or names."""
     args = json.loads((FIXTURES / "extender_args_nodes.json").read_text())
-    if mode == "names":
+    if mode.startswith("names"):
         return {"Pod": args["Pod"], "NodeNames": [f"node{i:05d}" for i in range(nodes)]}
     template = args["Nodes"]["items"]
     items = []
@@ -122,9 +126,12 @@ def regressor_from(repo: Path | None) -> tuple[FittedRegressor, str]:
 
 
 def bench_extender(fitted: FittedRegressor, mode: str, nodes: int) -> Extender:
-    """The extender under test: with every node in the telemetry cache in ``names`` mode."""
-    telemetry = loaded_telemetry(nodes) if mode == "names" else None
-    return Extender(P90Scorer(fitted, share_within=SHARE_WITHIN), default_catalog(), telemetry)
+    """The extender under test, as deployed (prediction cache on) except in ``names-cold``;
+    with every node in the telemetry cache in the ``names`` modes."""
+    telemetry = loaded_telemetry(nodes) if mode.startswith("names") else None
+    cached_rows = 0 if mode.endswith("-cold") else CACHED_ROWS
+    scorer = P90Scorer(fitted, share_within=SHARE_WITHIN, cached_rows=cached_rows)
+    return Extender(scorer, default_catalog(), telemetry)
 
 
 def serve(repo: Path | None, mode: str, nodes: int, pipe: Connection) -> None:
@@ -255,7 +262,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", type=Path, default=None, help="model repository (latest)")
     parser.add_argument("--sizes", default="100,1000,5000")
-    parser.add_argument("--modes", default="nodes,names")
+    parser.add_argument("--modes", default="nodes,names,names-cold")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--fuzz-examples", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
@@ -274,7 +281,7 @@ def main() -> None:
             r = measure(fitted, opts.repo, mode, nodes, opts.requests)
             results.append(r)
             print(
-                f"{mode:5s} {nodes:5d} nodes ({r['request_kib']:7.0f} KiB): p50 {r['p50_ms']:6.2f}"
+                f"{mode:10s} {nodes:5d} nodes ({r['request_kib']:7.0f} KiB): p50 {r['p50_ms']:6.2f}"
                 f"  p90 {r['p90_ms']:6.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:6.2f} ms;"
                 f" no HTTP p50 {r['compute']['p50_ms']:6.2f}  p99 {r['compute']['p99_ms']:6.2f};"
                 f" its CPU time p50 {r['compute_cpu']['p50_ms']:6.2f}"

@@ -17,7 +17,7 @@ import pytest
 
 from hetsched.core.errors import HetschedError
 from hetsched.tail.catalog import default_catalog
-from hetsched.tail.extender import SHARE_WITHIN, Extender
+from hetsched.tail.extender import CACHED_ROWS, SHARE_WITHIN, Extender
 from hetsched.tail.extender_api import ExtenderArgs
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.scoring import NEUTRAL_SCORE, P90Scorer, idle_capacity, scores_from_p90
@@ -29,19 +29,19 @@ CPU_QUANTITIES = [1, 2, 4, "4", "8", "500m", "1.5", "12000m", 16, "32", "bad", N
 
 
 def random_cluster(seed: int, nodes: int) -> tuple[dict, NodeTelemetry, Clock]:
-    """A request with ``nodes`` Node objects (duplicated names included) and a telemetry cache
-    that knows some of them freshly, some stale, and some nodes not in the request."""
+    """A request with ``nodes`` Node objects (unique names, as the API server guarantees) and a
+    telemetry cache that knows some of them freshly, some stale, and a node not in the request."""
     rng = np.random.default_rng(seed)
     clock = Clock()
     telemetry = NodeTelemetry(ttl_s=30.0, clock=clock)
-    names = [f"n{int(i)}" for i in rng.integers(0, nodes * 2, nodes)]
+    names = [f"n{int(i)}" for i in rng.choice(nodes * 2, nodes, replace=False)]
 
     def capacity(name: str) -> NodeCapacity:
         cores = float(rng.choice([1, 2, 4, 8, 16]))
         u = float(rng.uniform(0, 0.95))
         return NodeCapacity(name, cores, float(rng.choice([2.0, 2.3, 3.1])), u, u)
 
-    known = [n for n in dict.fromkeys(names) if rng.random() < 0.7] + ["elsewhere"]
+    known = [n for n in names if rng.random() < 0.7] + ["elsewhere"]
     stale = [n for n in known if rng.random() < 0.2]
     telemetry.update(capacity(n) for n in stale)
     clock.now_s += 40.0  # past the TTL: these readings are stale unless measured again
@@ -112,10 +112,7 @@ def reference_p90(regressor, pairs: list[tuple[float, float]]) -> list[float]:
 def reference_priorities(regressor, args: dict, telemetry: NodeTelemetry) -> list[dict]:
     names, columns, _ = reference_inputs(args, telemetry)
     p90 = reference_p90(regressor, [(c[0], c[1]) for c in columns])
-    scores: dict[str, int] = {}
-    if names:  # duplicated names: the last occurrence's score, as a dict update gives
-        scores = scores_from_p90(dict(enumerate(p90)))  # type: ignore[arg-type]
-        scores = {names[i]: s for i, s in scores.items()}  # type: ignore[index]
+    scores = scores_from_p90(dict(zip(names, p90, strict=True))) if names else {}
     all_names = [n["metadata"]["name"] for n in args["Nodes"]["items"]] if "Nodes" in args else []
     all_names = all_names or args["NodeNames"]
     return [{"Host": n, "Score": scores.get(n, NEUTRAL_SCORE)} for n in all_names]
@@ -131,17 +128,44 @@ def regressor(request, fitted):
 def test_priorities_equal_the_node_by_node_reference(regressor, seed, mode):
     args, telemetry, _ = random_cluster(seed, nodes=[3, 40, 300][seed % 3])
     if mode == "names":
-        args = {
-            "Pod": args["Pod"],
-            "NodeNames": [n["metadata"]["name"] for n in args["Nodes"]["items"]],
-        }
-    extender = Extender(
-        P90Scorer(regressor, share_within=SHARE_WITHIN), default_catalog(), telemetry
+        names = [n["metadata"]["name"] for n in args["Nodes"]["items"]]
+        args = {"Pod": args["Pod"], "NodeNames": names}
+    scorer = P90Scorer(regressor, share_within=SHARE_WITHIN, cached_rows=CACHED_ROWS)
+    extender = Extender(scorer, default_catalog(), telemetry)
+    expected = reference_priorities(regressor, args, telemetry)
+    for _ in range(2):  # the second answer comes from the scorer's cache
+        got, outcome = extender.prioritize(ExtenderArgs.model_validate(args))
+        assert got == expected
+        assert outcome.neutral_nodes == reference_inputs(args, telemetry)[2]
+        assert outcome.model_fallback is None
+
+
+def test_cached_rows_are_asked_once_and_the_cache_stays_bounded():
+    asked: list[int] = []
+
+    class Counting(CpuBoundRegressor):
+        def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
+            asked.append(len(rows))
+            return super().predict_p90_s(rows)
+
+    args, telemetry, clock = random_cluster(7, nodes=300)
+    request = ExtenderArgs.model_validate(args)
+    scorer = P90Scorer(Counting(), share_within=SHARE_WITHIN, cached_rows=1000)
+    extender = Extender(scorer, default_catalog(), telemetry)
+    first, _ = extender.prioritize(request)
+    again, _ = extender.prioritize(request)
+    assert again == first and len(asked) == 1 and asked[0] > 20
+    rng = np.random.default_rng(1)  # a refresh: new loads, new rows
+    clock.now_s += 1.0
+    telemetry.update(
+        NodeCapacity(n, 8.0, 2.3, u, u)
+        for n, u in zip(telemetry.view().readings, rng.uniform(0, 0.9, len(telemetry)), strict=True)
     )
-    got, outcome = extender.prioritize(ExtenderArgs.model_validate(args))
-    assert got == reference_priorities(regressor, args, telemetry)
-    assert outcome.neutral_nodes == reference_inputs(args, telemetry)[2]
-    assert outcome.model_fallback is None
+    refreshed, _ = extender.prioritize(request)
+    assert len(asked) == 2 and refreshed == reference_priorities(Counting(), args, telemetry)
+    small = P90Scorer(Counting(), share_within=SHARE_WITHIN, cached_rows=10)
+    Extender(small, default_catalog(), telemetry).prioritize(request)
+    assert len(small._cache) <= 10
 
 
 @pytest.mark.parametrize("seed", range(4))

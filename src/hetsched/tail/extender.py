@@ -12,7 +12,8 @@ docs/tail/extender.md):
   preemption can help: it goes to ``FailedAndUnresolvableNodes``; otherwise to ``FailedNodes``.
   Neutral nodes are kept.
 * Prioritize: scores 0..10 by :func:`~hetsched.tail.scoring.scores_from_p90` (dead band of the
-  model's error); neutral nodes get :data:`~hetsched.tail.scoring.NEUTRAL_SCORE`.
+  model's error); neutral nodes get :data:`~hetsched.tail.scoring.NEUTRAL_SCORE`. Each entry of
+  the request is scored on its own (kube-scheduler names each node once).
 * Fail-open: an unknown model, a bad SLO or a failing regressor gives neutral scores and filters
   nothing, with ``Error`` empty, so scheduling proceeds as without the extender (and it does not
   depend on ``ignorable: true``, though the sample configuration sets it for outages).
@@ -39,11 +40,14 @@ from hetsched.tail.scoring import (
     P90Scorer,
     idle_capacity,
 )
-from hetsched.tail.telemetry import NodeTelemetry, TelemetryView
+from hetsched.tail.telemetry import EMPTY_TABLE, NodeTelemetry, TelemetryView
 
-EMPTY_VIEW = TelemetryView({}, 0.0)
+EMPTY_VIEW = TelemetryView(EMPTY_TABLE, 0.0)
 # Nodes whose eq. 8 inputs agree within 5 % share a prediction (P90Scorer.share_within).
 SHARE_WITHIN = 0.05
+# Regressor rows whose prediction the extender's scorer remembers (P90Scorer.cached_rows): a
+# 5,000-node cluster under live load asks a few hundred per model per telemetry refresh.
+CACHED_ROWS = 2**16
 # Distinct (cpu, clock label) pairs of Node objects remembered; a cluster has a handful.
 IDLE_SHAPE_CACHE = 1024
 
@@ -57,17 +61,14 @@ class Outcome:
     neutral_nodes: Counter[str] = field(default_factory=Counter)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Candidates:
-    """The scorable nodes of a request: names, and per node (cpu_eff, freq_eff_ghz, cores,
-    freq_ghz), i.e. eq. 8 now and when idle (one tuple per node: the cheapest to collect)."""
+    """The scorable nodes of a request: their positions in the request (ascending) and, per
+    node, (cpu_eff, freq_eff_ghz, cores, freq_ghz), i.e. eq. 8 now and when idle, as rows of a
+    (nodes, 4) array."""
 
-    names: list[str] = field(default_factory=list)
-    rows: list[tuple[float, float, float, float]] = field(default_factory=list)
-
-    def columns(self) -> np.ndarray:
-        """The rows as a (nodes, 4) array."""
-        return np.array(self.rows, dtype=float).reshape(len(self.rows), 4)
+    positions: np.ndarray
+    columns: np.ndarray
 
 
 @dataclass
@@ -81,34 +82,46 @@ class Extender:
         default_factory=dict, repr=False
     )
 
-    def _candidates(self, args: ExtenderArgs, outcome: Outcome) -> Candidates:
-        """The scorable nodes; the others are counted in ``outcome`` as neutral.
+    def _candidates(self, args: ExtenderArgs, names: list[str], outcome: Outcome) -> Candidates:
+        """The scorable nodes among ``names`` (the request's, in order); the others are counted
+        in ``outcome`` as neutral.
 
-        The hot loop of a 5,000-node request: one dict lookup and one append per node.
+        The hot path of a 5,000-node request: one dict probe per name into the node cache's
+        table (:class:`~hetsched.tail.telemetry.NodeTable`), the rest vectorised. Only Node
+        objects without a reading are looked at one by one.
         """
         view = self.telemetry.view() if self.telemetry is not None else EMPTY_VIEW
-        readings, stale_before_s = view.readings, view.stale_before_s
-        found = Candidates()
+        rows, fresh = view.fresh_rows(names)
+        known = rows >= 0
         neutral = outcome.neutral_nodes
-        nodes: list[Node] | list[str] = args.Nodes.items if args.Nodes else args.NodeNames or []
-        for node in nodes:
-            name = node if isinstance(node, str) else node.metadata.name
-            reading = readings.get(name)
-            if reading is not None and reading.observed_s >= stale_before_s:
-                found.names.append(name)
-                found.rows.append(reading.columns)
-            elif reading is not None:
-                neutral["stale"] += 1
-            elif isinstance(node, str):
-                neutral["unknown_node"] += 1
+        stale = int(np.count_nonzero(known)) - int(np.count_nonzero(fresh))
+        if stale:
+            neutral["stale"] += stale
+        positions = np.flatnonzero(fresh)
+        columns = view.table.columns[rows[positions]]
+        unknown = np.flatnonzero(~known).tolist()
+        if not unknown:
+            return Candidates(positions, columns)
+        if args.Nodes is None:
+            neutral["unknown_node"] += len(unknown)
+            return Candidates(positions, columns)
+        idle_positions, idle_rows = [], []
+        for i in unknown:
+            shape = self._idle_shape(args.Nodes.items[i])
+            if isinstance(shape, str):
+                neutral[shape] += 1
             else:
-                why = self._add_idle(node, found)
-                if why is not None:
-                    neutral[why] += 1
-        return found
+                idle_positions.append(i)
+                idle_rows.append(shape)
+        if not idle_positions:
+            return Candidates(positions, columns)
+        merged = np.concatenate([positions, np.array(idle_positions, dtype=np.int64)])
+        order = np.argsort(merged, kind="stable")  # back to request order
+        stacked = np.vstack([columns, np.array(idle_rows, dtype=float)])
+        return Candidates(merged[order], stacked[order])
 
-    def _add_idle(self, node: Node, found: Candidates) -> str | None:
-        """Adds the node's idle capacity from its object; the neutral reason if it has none.
+    def _idle_shape(self, node: Node) -> tuple[float, float, float, float] | str:
+        """The node's idle eq. 8 inputs from its object, or why it has none.
 
         Node objects repeat a few (cpu, clock label) pairs, so each pair is parsed once.
         """
@@ -126,11 +139,7 @@ class Extender:
                 shape = "bad_capacity"
             if len(self._idle_nodes) < IDLE_SHAPE_CACHE:
                 self._idle_nodes[key] = shape
-        if isinstance(shape, str):
-            return shape
-        found.names.append(node.metadata.name)
-        found.rows.append(shape)
-        return None
+        return shape
 
     def _model(self, args: ExtenderArgs, outcome: Outcome) -> ModelFeatures | None:
         try:
@@ -152,19 +161,28 @@ class Extender:
             return None
         return p90
 
-    def prioritize(self, args: ExtenderArgs) -> tuple[list[dict], Outcome]:
-        """HostPriorityList in request order, and what it fell back on."""
+    def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], np.ndarray, Outcome]:
+        """The request's node names, a score per name (request order), what it fell back on."""
         outcome = Outcome()
         names = args.node_names()
-        scores = dict.fromkeys(names, NEUTRAL_SCORE)
+        scores = np.full(len(names), NEUTRAL_SCORE, dtype=np.int64)
         model = self._model(args, outcome)
         if model is not None:
-            found = self._candidates(args, outcome)
-            columns = found.columns()
+            found = self._candidates(args, names, outcome)
+            columns = found.columns
             p90 = self._predict(model, columns[:, 0], columns[:, 1], outcome)
             if p90 is not None and len(p90):
-                scores.update(zip(found.names, self.scorer.scores(p90).tolist(), strict=True))
-        return [{"Host": name, "Score": scores[name]} for name in names], outcome
+                scores[found.positions] = self.scorer.scores(p90)
+        return names, scores, outcome
+
+    def prioritize(self, args: ExtenderArgs) -> tuple[list[dict], Outcome]:
+        """HostPriorityList in request order, and what it fell back on."""
+        names, scores, outcome = self.prioritize_scores(args)
+        priorities = [
+            {"Host": name, "Score": score}
+            for name, score in zip(names, scores.tolist(), strict=True)
+        ]
+        return priorities, outcome
 
     def _slo_ms(self, args: ExtenderArgs, outcome: Outcome) -> float | None:
         text = args.annotations().get(SLO_ANNOTATION)
@@ -187,8 +205,9 @@ class Extender:
         model = self._model(args, outcome) if slo_ms is not None else None
         if slo_ms is None or model is None:
             return {}, {}
-        found = self._candidates(args, outcome)
-        columns = found.columns()
+        names = args.node_names()
+        found = self._candidates(args, names, outcome)
+        columns = found.columns
         live = self._predict(model, columns[:, 0], columns[:, 1], outcome)
         if live is None:
             return {}, {}
@@ -198,7 +217,7 @@ class Extender:
             return {}, {}
         failed, unresolvable = {}, {}
         for i, idle_s in zip(over.tolist(), idle.tolist(), strict=True):
-            name, live_ms, idle_ms = found.names[i], live[i] * 1e3, idle_s * 1e3
+            name, live_ms, idle_ms = names[found.positions[i]], live[i] * 1e3, idle_s * 1e3
             if idle_ms > slo_ms:
                 unresolvable[name] = f"predicted P90 {idle_ms:.1f} ms even idle > SLO {slo_ms:g} ms"
             else:

@@ -35,7 +35,13 @@ from hetsched.core.web import (
     read_body,
 )
 from hetsched.tail.catalog import default_catalog, load_catalog
-from hetsched.tail.extender import SHARE_WITHIN, Extender, Outcome, warm_up_args
+from hetsched.tail.extender import (
+    CACHED_ROWS,
+    SHARE_WITHIN,
+    Extender,
+    Outcome,
+    warm_up_args,
+)
 from hetsched.tail.extender_api import ExtenderArgs, ExtenderFilterResult, HostPriority
 from hetsched.tail.regressors import ModelRepository
 from hetsched.tail.scoring import DEFAULT_ERROR_BAND, P90Scorer
@@ -229,5 +235,7 @@ def build_extender(
         recorded = (meta.get("metrics") or {}).get("rmsle")
         error_band = float(recorded) if recorded else DEFAULT_ERROR_BAND
     telemetry = NodeTelemetry(telemetry_ttl_s) if telemetry_ttl_s is not None else None
-    scorer = P90Scorer(fitted, error_band=error_band, share_within=SHARE_WITHIN)
+    scorer = P90Scorer(
+        fitted, error_band=error_band, share_within=SHARE_WITHIN, cached_rows=CACHED_ROWS
+    )
     return Extender(scorer, catalog, telemetry)

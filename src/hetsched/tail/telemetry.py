@@ -19,9 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from types import MappingProxyType
 
 import httpx
+import numpy as np
 
 from hetsched.core.errors import DataError, HetschedError
 from hetsched.tail.node_features import NodeCapacity, capacity_from_node_exporter
@@ -54,12 +56,47 @@ class NodeReading:
 
 
 @dataclass(frozen=True)
-class TelemetryView:
-    """A consistent snapshot for one request: readings, and the time before which they are
-    stale."""
+class NodeTable:
+    """The node cache as arrays, built once per refresh (off the request path), so a request
+    looks its nodes up with one dict probe each and does the rest vectorised.
+
+    ``rows`` maps a node name to its row of ``columns`` (eq. 8 inputs, as
+    :attr:`NodeReading.columns`) and ``observed_s``.
+    """
 
     readings: Mapping[str, NodeReading]
+    rows: Mapping[str, int]
+    columns: np.ndarray
+    observed_s: np.ndarray
+
+    @classmethod
+    def of(cls, readings: Mapping[str, NodeReading]) -> NodeTable:
+        columns = np.array([r.columns for r in readings.values()], dtype=float)
+        observed_s = np.array([r.observed_s for r in readings.values()], dtype=float)
+        for array in (columns, observed_s):
+            array.flags.writeable = False  # shared by concurrent requests
+        rows = MappingProxyType({name: i for i, name in enumerate(readings)})
+        return cls(readings, rows, columns.reshape(len(readings), 4), observed_s)
+
+    def rows_of(self, names: list[str]) -> np.ndarray:
+        """Each name's row, -1 for a node never measured."""
+        return np.fromiter(map(self.rows.get, names, repeat(-1)), np.int64, len(names))
+
+
+EMPTY_TABLE = NodeTable.of({})
+
+
+@dataclass(frozen=True)
+class TelemetryView:
+    """A consistent snapshot for one request: the node table, and the time before which its
+    readings are stale."""
+
+    table: NodeTable
     stale_before_s: float
+
+    @property
+    def readings(self) -> Mapping[str, NodeReading]:
+        return self.table.readings
 
     def lookup(self, name: str) -> tuple[NodeReading | None, bool]:
         """(reading, stale) of node ``name``; (None, False) if it was never measured."""
@@ -67,6 +104,14 @@ class TelemetryView:
         if reading is None:
             return None, False
         return reading, reading.observed_s < self.stale_before_s
+
+    def fresh_rows(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(row per name, -1 if never measured; whether that row's reading is fresh)."""
+        rows = self.table.rows_of(names)
+        if not len(self.table.observed_s):
+            return rows, np.zeros(len(rows), dtype=bool)
+        fresh = self.table.observed_s[rows] >= self.stale_before_s
+        return rows, fresh & (rows >= 0)
 
 
 class NodeTelemetry:
@@ -77,7 +122,7 @@ class NodeTelemetry:
             raise HetschedError(f"the telemetry TTL must be positive, got {ttl_s}")
         self.ttl_s = ttl_s
         self.clock = clock
-        self._readings: Mapping[str, NodeReading] = MappingProxyType({})
+        self._table = EMPTY_TABLE
         self._lock = threading.Lock()
         self.refreshed_s: float | None = None
 
@@ -86,17 +131,17 @@ class NodeTelemetry:
         old reading, which ages into staleness."""
         now = self.clock()
         with self._lock:
-            merged = dict(self._readings)
+            merged = dict(self._table.readings)
             merged.update((c.name, NodeReading.of(c, now)) for c in capacities)
-            self._readings = MappingProxyType(merged)
+            self._table = NodeTable.of(MappingProxyType(merged))
             self.refreshed_s = now
 
     def view(self) -> TelemetryView:
-        """The current snapshot (cheap: the mapping is swapped whole, never mutated)."""
-        return TelemetryView(self._readings, self.clock() - self.ttl_s)
+        """The current snapshot (cheap: the table is swapped whole, never mutated)."""
+        return TelemetryView(self._table, self.clock() - self.ttl_s)
 
     def __len__(self) -> int:
-        return len(self._readings)
+        return len(self._table.readings)
 
 
 @dataclass(frozen=True)
