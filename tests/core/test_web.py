@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import socket
 import time
@@ -15,7 +16,7 @@ from pydantic import BaseModel
 
 from hetsched.core.errors import HetschedError
 from hetsched.core.web import ServiceConfig, ServiceError, create_service_app, read_body
-from hetsched.core.web_server import ServiceServer
+from hetsched.core.web_server import CoalescingTransport, ServiceServer
 
 LIMIT_BYTES = 1024
 
@@ -260,3 +261,49 @@ def test_tls_and_client_certificates(tmp_path):
         assert httpx.get(url, verify=context).json() == {"status": "ok"}
     finally:
         server.stop()
+
+
+class RecordingTransport:
+    """The few transport calls CoalescingTransport makes, recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info:{name}"
+
+
+def test_writes_of_one_loop_step_leave_as_one_and_close_flushes_first():
+    loop = asyncio.new_event_loop()
+    try:
+        inner = RecordingTransport()
+        transport = CoalescingTransport(inner, loop)  # type: ignore[arg-type]
+
+        async def respond() -> None:
+            transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+            transport.write(b"body")
+            transport.write(b"")
+            assert inner.writes == []  # held until this step of the loop ends
+
+        loop.run_until_complete(respond())
+        loop.run_until_complete(asyncio.sleep(0))
+        assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+        transport.write(b"408 and goodbye")
+        transport.close()  # the error answer goes out before the connection closes
+        assert inner.writes[-1] == b"408 and goodbye" and inner.closed
+        transport.write(b"too late")
+        loop.run_until_complete(asyncio.sleep(0))
+        assert inner.writes[-1] == b"408 and goodbye"  # nothing is written once closed
+        assert transport.get_extra_info("peername") == "info:peername"
+    finally:
+        loop.close()

@@ -7,7 +7,8 @@ completes. :class:`GuardedH11Protocol` adds one deadline per request: the header
 whole body within ``body_timeout_s`` more (the app's :func:`~hetsched.core.web.read_body` answers
 408 first; the protocol's deadline, a second later, closes connections whose body nobody reads).
 It also answers malformed HTTP (a bad ``Content-Length``, a broken request line) in the project's
-JSON error schema instead of uvicorn's plain text.
+JSON error schema instead of uvicorn's plain text, and sends each answer's head and body in one
+write (:class:`CoalescingTransport`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,39 @@ def _raw_error(status: int, phrase: str, message: str, reason: str) -> bytes:
     return head.encode() + body
 
 
+class CoalescingTransport:
+    """A transport that holds the writes of one event-loop step and sends them as one.
+
+    uvicorn writes a response's head and body separately; on a busy machine each write can wake
+    the client, who then waits for the rest. Joined, the whole answer leaves in one send. Writes
+    are held only until the current step of the loop ends (or the connection is closed), so a
+    response that waits for flow control, or streams, still goes out as it is written.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a per-request read deadline and JSON 400 answers."""
 
@@ -57,6 +91,10 @@ class GuardedH11Protocol(H11Protocol):
         if self.read_deadline is not None:
             self.read_deadline.cancel()
             self.read_deadline = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         waiting_for_head = self.conn.their_state is h11.IDLE
