@@ -199,6 +199,7 @@ def measure(
     return {
         "mode": mode,
         "nodes": nodes,
+        "load_1min": os.getloadavg()[0],  # the machine is shared: how busy it was
         "request_kib": len(body) / 1024,
         **summary(latencies),
         "compute": summary(wall),
@@ -285,7 +286,7 @@ def main() -> None:
                 f"  p90 {r['p90_ms']:6.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:6.2f} ms;"
                 f" no HTTP p50 {r['compute']['p50_ms']:6.2f}  p99 {r['compute']['p99_ms']:6.2f};"
                 f" its CPU time p50 {r['compute_cpu']['p50_ms']:6.2f}"
-                f"  p99 {r['compute_cpu']['p99_ms']:6.2f} ms"
+                f"  p99 {r['compute_cpu']['p99_ms']:6.2f} ms; load {r['load_1min']:.1f}"
             )
     refused = abuse(fitted)
     for name, r in refused.items():
