@@ -52,7 +52,7 @@ from hetsched.core.web import ServiceConfig
 from hetsched.core.web_server import ServiceServer
 from hetsched.tail.catalog import default_catalog
 from hetsched.tail.extender import CACHED_ROWS, SHARE_WITHIN, Extender
-from hetsched.tail.extender_app import create_extender_app, parse_args_json
+from hetsched.tail.extender_app import create_extender_app, parse_args_json, warm_up
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.regressors import (
     REGRESSORS,
@@ -167,7 +167,9 @@ def round_trips(url: str, body: bytes, nodes: int, requests: int) -> list[float]
 
 
 def in_process(extender: Extender, body: bytes, requests: int) -> tuple[list[float], list[float]]:
-    """Wall and CPU time (ms) of the same work without HTTP: parse, score, encode."""
+    """Wall and CPU time (ms) of the same work without HTTP: parse, score, encode; after the
+    server's own warm-up (which freezes the heap for the collector, as the server does)."""
+    warm_up(extender)
     for _ in range(WARM_UP_REQUESTS):
         orjson.dumps(extender.prioritize(parse_args_json(body))[0])
     wall, cpu = [], []
