@@ -13,13 +13,14 @@ from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.experiments.scenario_experiment import evaluate_window
-from hetsched.slim.experiments.slo_metrics import EnergyProbe, window_bounds, window_metrics
+from hetsched.slim.experiments.slo_metrics import EnergyProbe, window_metrics
 from hetsched.slim.model.accuracy import load_accuracy_table
 from hetsched.slim.routers import Router, RoutingDecision
 from hetsched.slim.sim.network import LINK_PRESETS, Link
 from hetsched.slim.sim.scenario import ScenarioConfig, cifar100_costs, with_overrides
 from hetsched.slim.sim.scenario_catalog import load_scenario
 from hetsched.slim.sim.simulated_backend import SimulatedBackend
+from hetsched.slim.sim.workload import window_bounds
 
 SEGMENT_S = 0.010
 POWER_W = 50.0

@@ -6,9 +6,10 @@ seed's workload is run in the simulated cluster and measured on its steady-state
 as one table per scenario (held-out scenarios marked), and saved as ``results.json``,
 ``results.csv`` and one Pareto plot (accuracy against SLO attainment) per scenario.
 
-A learned router (one whose constructor takes a ``checkpoint``) runs only when a checkpoint is
-given for it; otherwise it is listed as skipped, with the reason, so a table never silently
-lacks it.
+A learned router (one whose constructor takes a ``checkpoint``) runs with the checkpoint given
+for it, else with the one shipped in the package (``learned``); a router with neither (``ppo``,
+trained per experiment) is listed as skipped, with the reason, so a table never silently lacks
+it.
 
 Given a :class:`~hetsched.slim.live.cluster.LiveSetup` per scenario, the same comparison runs on
 the live backend (issue 19, item 6): the servers run the model on real devices in wall-clock
@@ -39,12 +40,12 @@ from hetsched.slim.experiments.scenario_report import (
 from hetsched.slim.experiments.slo_metrics import (
     EnergyProbe,
     WindowMetrics,
-    window_bounds,
     window_metrics,
 )
 from hetsched.slim.live.cluster import LiveSetup
 from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
+from hetsched.slim.sim.workload import window_bounds
 
 RouterFactory = Callable[[int], Router]
 """seed -> a fresh router (one per run, so a router's own random draws are seeded too)."""
@@ -66,8 +67,10 @@ def evaluate_window(
 
 def needs_checkpoint(name: str) -> bool:
     """Whether the registered router ``name`` is a learned one (its constructor takes a
-    ``checkpoint``)."""
-    return "checkpoint" in inspect.signature(ROUTERS.get(name)).parameters
+    ``checkpoint``) that the package ships no trained checkpoint for."""
+    router_class = ROUTERS.get(name)
+    takes_checkpoint = "checkpoint" in inspect.signature(router_class).parameters
+    return takes_checkpoint and getattr(router_class, "shipped", None) is None
 
 
 def experiment_routers(

@@ -96,12 +96,6 @@ class EnergyProbe:
         return float(sum(self.readings[1]) - sum(self.readings[0]))
 
 
-def window_bounds(arrival_times_s: list[float], warmup_fraction: float) -> tuple[float, float]:
-    """(start, end) of the steady-state window: after the warm-up, up to the last arrival."""
-    first_s, last_s = arrival_times_s[0], arrival_times_s[-1]
-    return first_s + warmup_fraction * (last_s - first_s), last_s
-
-
 def width_shares(counts: dict[float, int]) -> dict[str, float]:
     """Counts per width as shares, keyed by the width's text (JSON keys)."""
     total = sum(counts.values())

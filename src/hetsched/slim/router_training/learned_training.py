@@ -103,6 +103,9 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     hidden_sizes: tuple[int, ...] = (128, 128)
     validation_episodes: int = Field(2, ge=1)
     """Validation episodes per training scenario."""
+    validation_images: int | None = Field(None, ge=1)
+    """Images per validation episode (None: each scenario's own length, scored on its
+    steady-state window like the evaluation)."""
     seed: int = 0
 
 
@@ -122,10 +125,15 @@ def validate(
     router_for: Callable[[int], Router], episodes: list[tuple[str, Any, int]]
 ) -> dict[str, EpisodeScore]:
     """Per scenario, the mean score of the router ``router_for(seed)`` builds over its
-    validation episodes."""
+    validation episodes (each on its steady-state window)."""
     return scenario_scores(
         [
-            (name, episode_score(build_cluster(scenario, seed), router_for(seed)))
+            (
+                name,
+                episode_score(
+                    build_cluster(scenario, seed), router_for(seed), scenario.warmup_fraction
+                ),
+            )
             for name, scenario, seed in episodes
         ]
     )
@@ -171,7 +179,7 @@ def train_learned_router(
     encoder = mix_encoder(mix, config.advisors)
     if config.teacher not in ("best", "per-episode"):
         ROUTERS.get(config.teacher)  # an unknown name fails here, listing the known ones
-    episodes = mix.validation_episodes(config.validation_episodes)
+    episodes = mix.validation_episodes(config.validation_episodes, config.validation_images)
     weights = reward_weights(config.preset)
     top1 = mean_top1(next(iter(mix.scenarios.values())))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -100,13 +100,17 @@ class ScenarioMix:
         seed %= VALIDATION_SEED
         return build_cluster(self.draw(seed)[1], seed)
 
-    def validation_episodes(self, per_scenario: int) -> list[tuple[str, ScenarioConfig, int]]:
-        """(name, scenario, seed) of ``per_scenario`` unperturbed episodes of every scenario."""
+    def validation_episodes(
+        self, per_scenario: int, images: int | None = None
+    ) -> list[tuple[str, ScenarioConfig, int]]:
+        """(name, scenario, seed) of ``per_scenario`` unperturbed episodes of every scenario, of
+        ``images`` images each (None: each scenario's own length, as the evaluation runs it)."""
         return [
-            (name, scenario.model_copy(update={"num_images": self.images}), VALIDATION_SEED + k)
+            (name, scenario.model_copy(update={"num_images": images or scenario.num_images}),
+             VALIDATION_SEED + k)
             for name, scenario in self.scenarios.items()
             for k in range(per_scenario)
-        ]
+        ]  # fmt: skip
 
 
 def training_mix(names: Sequence[str], images: int, randomize: bool = True) -> ScenarioMix:

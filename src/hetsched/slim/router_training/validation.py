@@ -4,8 +4,10 @@ Training needs one number per router and episode to (a) pick the best rule to im
 episode and (b) keep the best policy seen while fine-tuning, so the learned router can never end
 worse than where it started. The number is SLO attainment plus half the accuracy (both shares of
 the episode's images): a point of attainment outweighs a point of accuracy, but at equal
-attainment the more accurate router wins. It is a training signal on whole (short) episodes, not
-the steady-state metric the evaluation reports (:mod:`hetsched.slim.experiments.slo_metrics`).
+attainment the more accurate router wins. Teachers are picked on whole (short) training
+episodes; checkpoints are kept by validation episodes as long as the evaluation's, scored on the
+same steady-state window (:mod:`hetsched.slim.experiments.slo_metrics`), since a policy's
+warm-up transient says little about how it holds a load.
 
 Keeping the best checkpoint by the mean score alone lets fine-tuning trade one scenario's
 deadlines for another's accuracy, which issue 19's bar forbids (on *every* scenario the router
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.routers.base import Router
+from hetsched.slim.sim.workload import window_bounds
 
 ACCURACY_WEIGHT = 0.5
 """Weight of accuracy against SLO attainment in the episode score."""
@@ -43,14 +46,22 @@ class EpisodeScore:
         return self.slo_attainment + ACCURACY_WEIGHT * self.accuracy
 
 
-def episode_score(cluster: SlimCluster, router: Router) -> EpisodeScore:
-    """Runs ``router`` on a fresh ``cluster`` to the end and scores every image of it."""
+def episode_score(
+    cluster: SlimCluster, router: Router, warmup_fraction: float = 0.0
+) -> EpisodeScore:
+    """Runs ``router`` on a fresh ``cluster`` to the end and scores the images that arrived in
+    its steady-state window (:func:`~hetsched.slim.sim.workload.window_bounds`; 0: every image).
+
+    Attainment counts against every image that arrived in the window (an unfinished one is a
+    miss, as in the evaluation); accuracy is over the finished ones.
+    """
+    start_s, end_s = window_bounds(cluster.arrival_times_s, warmup_fraction)
     cluster.run(router)
-    images = cluster.completed
-    count = max(1, len(images))
+    arrived = sum(1 for at_s in cluster.arrival_times_s if start_s <= at_s <= end_s)
+    images = [image for image in cluster.completed if start_s <= image.arrival_s <= end_s]
     return EpisodeScore(
-        sum(1 for image in images if image.met_slo) / count,
-        sum(1 for image in images if image.correct) / count,
+        sum(1 for image in images if image.met_slo) / max(1, arrived),
+        sum(1 for image in images if image.correct) / max(1, len(images)),
     )
 
 

@@ -198,3 +198,11 @@ def replay(
     for at_s, segment, width, prev_width in zip(*columns, strict=True):
         run(start_s + at_s)  # until_s, positional: this runs once per request
         submit(segment, width, prev_width, done)
+
+
+def window_bounds(arrival_times_s: Sequence[float], warmup_fraction: float) -> tuple[float, float]:
+    """(start, end) of a run's steady-state window: after the warm-up (``warmup_fraction`` of
+    the arrival span), up to the last arrival. The evaluation and the learned router's validation
+    measure on the same window."""
+    first_s, last_s = arrival_times_s[0], arrival_times_s[-1]
+    return first_s + warmup_fraction * (last_s - first_s), last_s
