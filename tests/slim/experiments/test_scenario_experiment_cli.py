@@ -56,8 +56,9 @@ def test_experiment_over_scenarios_writes_tables_json_csv_and_pareto_plots(tmp_p
 
 def test_learned_routers_need_a_checkpoint_and_unknown_names_fail():
     assert needs_checkpoint("ppo") and not needs_checkpoint("random")
+    assert not needs_checkpoint("learned")  # the package ships one
     factories, skipped = experiment_routers(None, {})
-    assert "ppo" in skipped and "random" in factories
+    assert "ppo" in skipped and "random" in factories and "learned" in factories
     result = runner.invoke(typer_app, ["slim", "experiment", "--scenarios", "nope"])
     assert "unknown scenario 'nope'" in str(result.exception)
     result = runner.invoke(

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import pickle
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -217,17 +218,34 @@ def load_router_checkpoint(
     return policy, encoder, dict(data.get("metadata", {}))
 
 
+SHIPPED_FOLDER = "trained"
+"""Folder of :mod:`hetsched.slim.routers` holding the routers trained for the package (each
+with its data card, ``README.md``: command, commit and validation scores)."""
+
+
+def shipped_checkpoint(file_name: str) -> Path:
+    """Path of a router checkpoint shipped inside the package."""
+    resource = resources.files("hetsched.slim.routers").joinpath(SHIPPED_FOLDER, file_name)
+    return Path(str(resource))
+
+
 @ROUTERS.register("ppo")
 class PPORouter(Router):
     """Routes with a trained PPO policy.
 
     Args:
-        checkpoint: A file written by :func:`save_router` (or pass ``policy`` and ``encoder``).
+        checkpoint: A file written by :func:`save_router` (or pass ``policy`` and ``encoder``;
+            with neither, the class's :attr:`shipped` checkpoint if it has one).
         seed: Seeds the action sampling.
         greedy: Take each head's most likely action instead of sampling.
         policy, encoder: An in-memory policy (used right after training).
         group_size: Accepted for a uniform registry signature; the policy chooses g itself.
     """
+
+    shipped: ClassVar[str | None] = None
+    """File name of the checkpoint shipped in :data:`SHIPPED_FOLDER` that the router loads when
+    given neither a checkpoint nor a policy (None: the paper's PPO routers are trained per
+    experiment, so none is shipped)."""
 
     def __init__(
         self,
@@ -239,6 +257,8 @@ class PPORouter(Router):
         encoder: RouterEncoder | None = None,
         group_size: int | None = None,
     ) -> None:
+        if checkpoint is None and policy is None and self.shipped is not None:
+            checkpoint = shipped_checkpoint(self.shipped)
         if checkpoint is not None:
             policy, encoder, self.metadata = load_router_checkpoint(checkpoint)
         elif policy is None or encoder is None:
@@ -288,6 +308,10 @@ class LearnedRouter(PPORouter):
     then PPO fine-tuning): a :class:`PPORouter` that takes each head's most likely action unless
     told to sample, since its checkpoint is the policy that scored best when acting greedily.
 
+    Without a checkpoint or a policy it loads the router shipped with the package (trained with
+    ``hetsched slim train-router --seed 0``; its data card says at which commit), so
+    ``--routers learned`` works on a fresh install and the published figures can be rerun.
+
     Args:
         checkpoint: ``learned.pt`` written by the training (or pass ``policy`` and ``encoder``).
         seed: Seeds the action sampling (with ``greedy=False``).
@@ -295,6 +319,8 @@ class LearnedRouter(PPORouter):
         policy, encoder: An in-memory policy.
         group_size: Accepted for a uniform registry signature; the policy chooses g itself.
     """
+
+    shipped = "learned-seed0.pt"
 
     def __init__(
         self,
