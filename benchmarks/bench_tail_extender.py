@@ -16,6 +16,8 @@ Modes:
     it does between two telemetry refreshes in a cluster.
   * ``names-cold``: the same without the prediction cache: every request asks the regressor, as
     the first request after a telemetry refresh does.
+  * ``floor``: the same stack and request as ``names``, answered with a ready reply (body read
+    within the limits, nothing parsed or scored): what HTTP and the machine's load cost alone.
 
 The server runs in a child process (spawned: the extender as ``hetsched tail extender`` builds
 it, on the shared uvicorn stack); this process is the client: one kept-alive ``http.client``
@@ -47,8 +49,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
-from hetsched.core.web import ServiceConfig
+from hetsched.core.web import ServiceConfig, create_service_app, json_response, read_body
 from hetsched.core.web_server import ServiceServer
 from hetsched.tail.catalog import default_catalog
 from hetsched.tail.extender import CACHED_ROWS, SHARE_WITHIN, Extender
@@ -59,7 +63,7 @@ from hetsched.tail.regressors import (
     FittedRegressor,
     ModelRepository,
 )
-from hetsched.tail.scoring import P90Scorer
+from hetsched.tail.scoring import NEUTRAL_SCORE, P90Scorer
 from hetsched.tail.telemetry import NodeTelemetry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +93,7 @@ def synthetic_regressor(seed: int = 0) -> FittedRegressor:
 def request_args(mode: str, nodes: int) -> dict:
     """A resnet50 pod with ``nodes`` candidates, as full objects or names."""
     args = json.loads((FIXTURES / "extender_args_nodes.json").read_text())
-    if mode.startswith("names"):
+    if mode.startswith("names") or mode == "floor":
         return {"Pod": args["Pod"], "NodeNames": [f"node{i:05d}" for i in range(nodes)]}
     template = args["Nodes"]["items"]
     items = []
@@ -134,11 +138,29 @@ def bench_extender(fitted: FittedRegressor, mode: str, nodes: int) -> Extender:
     return Extender(scorer, default_catalog(), telemetry)
 
 
+def floor_app(nodes: int, config: ServiceConfig) -> FastAPI:
+    """The shared stack answering /prioritize with a ready HostPriorityList of ``nodes`` entries
+    after reading the body: no parsing, no scoring."""
+    app = create_service_app("floor", config, metrics_prefix="floor")
+    reply = orjson.dumps([{"Host": f"node{i:05d}", "Score": NEUTRAL_SCORE} for i in range(nodes)])
+
+    @app.post("/prioritize")
+    async def prioritize(request: Request) -> Response:
+        await read_body(request, config)
+        return json_response(reply)
+
+    return app
+
+
 def serve(repo: Path | None, mode: str, nodes: int, pipe: Connection) -> None:
-    """The child process: serves the extender, sends its URL up ``pipe``, stops when told."""
-    fitted, _ = regressor_from(repo)
+    """The child process: serves the extender (or the floor), sends its URL up ``pipe``, stops
+    when told."""
     config = ServiceConfig(max_body_bytes=64 * 2**20)
-    server = ServiceServer(create_extender_app(bench_extender(fitted, mode, nodes), config), config)
+    if mode == "floor":
+        app = floor_app(nodes, config)
+    else:
+        app = create_extender_app(bench_extender(regressor_from(repo)[0], mode, nodes), config)
+    server = ServiceServer(app, config)
     pipe.send(server.start())
     pipe.recv()
     server.stop()
@@ -197,7 +219,9 @@ def measure(
     finally:
         parent.send("stop")
         process.join(60)
-    wall, cpu = in_process(bench_extender(fitted, mode, nodes), body, requests)
+    wall, cpu = [0.0], [0.0]  # the floor does no work
+    if mode != "floor":
+        wall, cpu = in_process(bench_extender(fitted, mode, nodes), body, requests)
     return {
         "mode": mode,
         "nodes": nodes,
@@ -265,7 +289,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", type=Path, default=None, help="model repository (latest)")
     parser.add_argument("--sizes", default="100,1000,5000")
-    parser.add_argument("--modes", default="nodes,names,names-cold")
+    parser.add_argument("--modes", default="floor,nodes,names,names-cold")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--fuzz-examples", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
