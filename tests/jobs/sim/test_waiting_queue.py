@@ -57,24 +57,3 @@ def test_arrived_after_and_arrival_order():
     assert queue.in_arrival_order().tolist() == [0, 1, 2, 3, 5]
     assert queue.newest() == 5
     assert queue.in_priority_order(np.array([1, 3, 5])).tolist() == [5, 3, 1]
-
-
-def test_layout_changes_only_when_entries_of_the_priority_order_move():
-    scores = np.array([5.0, 6.0, 7.0, 1.0, 8.0, 9.0])
-    queue = WaitingQueue(6, lambda q, now: scores[q], True, None)
-    for index in (0, 1):
-        queue.arrive(index)
-    queue.ordered(0.0)
-    layout = queue.layout
-    queue.arrive(2)  # scored after every job waiting: appended
-    queue.ordered(1.0)
-    assert queue.layout == layout
-    queue.arrive(3)  # scored first: slotted in before the others
-    queue.ordered(2.0)
-    assert queue.layout != layout
-    layout = queue.layout
-    for index in (0, 1, 2):
-        queue.start(index)
-    assert queue.layout == layout
-    queue.compact_if_stale()  # more than half the entries stale: compacted
-    assert queue.layout != layout

@@ -70,59 +70,6 @@ class BackfillContext:
         return now_s + float(self.requested_s[index]) / self.cluster.speed_of(allocation.gpu_type)
 
 
-class RejectedPrefix:
-    """Fronts of the priority order that EASY's scans for the blocked head turned down on numbers
-    alone, so a later scan for that head may start behind one.
-
-    Why: in a crowded queue the first job that can backfill sits thousands of places behind the
-    blocked head (too large for the few free GPUs, or too long for the time left to the shadow
-    time), and every completion rescanned that run. A job is turned down on numbers when it no
-    longer waits, needs more GPUs than are free, or would run past the shadow time (on the
-    fastest GPU type) and needs more than the extra GPUs. Each test only turns down more jobs
-    when the free GPUs or the extra GPUs shrink, or when time passes while the shadow time stays
-    or moves earlier, so a scan under such numbers may skip a recorded run: the same jobs start,
-    in the same order. One run is kept per free-GPU count (completions free varying counts); all
-    are dropped when the head changes or an entry of the order moves (the queue's ``layout``).
-    """
-
-    #: Runs kept at most (one per free-GPU count seen); beyond, the oldest is forgotten.
-    MAX_RUNS = 64
-
-    def __init__(self) -> None:
-        self._key = (-1, -1)  # (head, layout) the runs hold for
-        # free GPUs -> (end of the run in the priority order, now, shadow time, extra GPUs)
-        self._runs: dict[int, tuple[int, float, float, int]] = {}
-
-    def start(
-        self, head: int, layout: int, free_gpus: int, now_s: float, shadow_s: float, extra: int
-    ) -> int:
-        """Where a scan for ``head`` may start (0: at the front) under these numbers."""
-        if self._key != (head, layout):
-            self._key = (head, layout)
-            self._runs.clear()
-            return 0
-        best = 0
-        for run_free, (end, run_now_s, run_shadow_s, run_extra) in self._runs.items():
-            # ``now + t > shadow`` stays true for a later now and an earlier shadow, in floating
-            # point too (rounding is monotone), so no margin is needed.
-            if (
-                free_gpus <= run_free
-                and now_s >= run_now_s
-                and shadow_s <= run_shadow_s
-                and extra <= run_extra
-                and end > best
-            ):
-                best = end
-        return best
-
-    def learn(self, end: int, free_gpus: int, now_s: float, shadow_s: float, extra: int) -> None:
-        """Records that a scan under these numbers (for the head and layout of the last
-        :meth:`start`) turned down every job before position ``end``."""
-        if len(self._runs) >= self.MAX_RUNS and free_gpus not in self._runs:
-            del self._runs[next(iter(self._runs))]
-        self._runs[free_gpus] = (end, now_s, shadow_s, extra)
-
-
 def easy_backfill(
     ctx: BackfillContext,
     candidates: np.ndarray,
@@ -130,19 +77,17 @@ def easy_backfill(
     shadow_s: float,
     extra: ClusterState,
     failed: set[int],
-) -> tuple[list[int], bool, int]:
+) -> tuple[list[int], bool]:
     """EASY's backfilling pass over ``candidates`` (waiting jobs behind the head, in priority
     order). ``extra`` is the free resources at the shadow time after the head's reservation;
     jobs that run past the shadow time take from it. ``failed`` holds shapes that did not fit
     now in this pass (updated).
 
     Returns:
-        The jobs started; whether any of them runs past the shadow time (``extra`` changed); and
-        how many leading candidates the free GPUs, the time to the shadow time and the extra GPUs
-        alone turned down (no placement tried), which :class:`RejectedPrefix` remembers.
+        The jobs started, and whether any of them runs past the shadow time (``extra`` changed).
     """
     if len(candidates) == 0:
-        return [], False, 0
+        return [], False
     state = ctx.state
     gpus = ctx.num_gpus
     shape_of = ctx.shapes.of_job
@@ -153,14 +98,9 @@ def easy_backfill(
     both = None
     extra_gpus = 0
     failed_both: set[int] = set()
-    rejected: int | None = None  # candidates before the first that passed the free-GPU tests
-    offset = 0
     for chunk in scan_chunks(candidates):
         if ctx.running.free_gpus < ctx.smallest_job_gpus:
             break  # nothing more can start now
-        if len(chunk) <= VECTOR_FILTER_MIN and rejected is None:
-            rejected = offset  # not filtered: nothing known from here on
-        offset += len(chunk)
         if len(chunk) > VECTOR_FILTER_MIN:
             # The loop's first tests, vectorised: fits in the free GPU count now, and could end
             # before the shadow time on the fastest GPU type or fit in the extra GPUs (that test
@@ -174,11 +114,7 @@ def easy_backfill(
                 if extra_total >= ctx.smallest_job_gpus:
                     could_end |= need_all <= extra_total
                 keep &= could_end
-            passed = np.flatnonzero(keep)
-            if rejected is None and len(passed):
-                # Before any start the tests used this scan's first free-GPU count throughout.
-                rejected = offset - len(chunk) + int(passed[0])
-            chunk = chunk[passed]
+            chunk = chunk[keep]
         for position in range(len(chunk)):  # not tolist(): the scan often stops early
             free_gpus = ctx.running.free_gpus
             if free_gpus < ctx.smallest_job_gpus:
@@ -217,7 +153,7 @@ def easy_backfill(
             both = None  # the free resources changed; rebuild the intersection when needed
             ctx.start(index, alloc)
             started.append(index)
-    return started, extra_changed, offset if rejected is None else rejected
+    return started, extra_changed
 
 
 def rlscheduler_backfill(

@@ -17,8 +17,7 @@ estimate filled it.
 Cost: every step is linear in the jobs it touches, not in the trace: one pending arrival event
 at a time, the queue as one NumPy array (arrivals appended once per pass, started jobs masked
 out), shapes instead of per-job requests (:mod:`.job_shapes`), running jobs kept in end order
-(:mod:`.running_jobs`), EASY's reservation reused while nothing it depends on changed, and
-the run of the queue that EASY's last scans turned down skipped (:class:`.RejectedPrefix`).
+(:mod:`.running_jobs`), and EASY's reservation reused while nothing it depends on changed.
 """
 
 from __future__ import annotations
@@ -36,12 +35,7 @@ from hetsched.jobs.placement.placers import LookaheadPlacer, Placer
 from hetsched.jobs.placement.registry import PLACERS
 from hetsched.jobs.policies.history import UsageHistory
 from hetsched.jobs.policies.queue_state import HoldingPolicy, PriorityPolicy, QueueState
-from hetsched.jobs.sim.backfill import (
-    BackfillContext,
-    RejectedPrefix,
-    easy_backfill,
-    rlscheduler_backfill,
-)
+from hetsched.jobs.sim.backfill import BackfillContext, easy_backfill, rlscheduler_backfill
 from hetsched.jobs.sim.config import (
     COMMITTED_MODES,
     QUEUE_MODES,
@@ -68,7 +62,6 @@ class _Reservation:
     now_s: float
     shadow_s: float
     extra: ClusterState
-    extra_gpus: int  # the extra GPUs' sum (a reservation whose extra changes is not reused)
 
 
 class Simulator:
@@ -154,7 +147,6 @@ class Simulator:
         self._reservation: _Reservation | None = None
         self._version = 0  # counts starts and ends: what a cached reservation depends on
         self._scanned = (-1, -1, -1)  # (head, version, newest arrival) at the last EASY scan
-        self._rejected = RejectedPrefix()
         self._passes = 0
         self._util_t: list[float] = []
         self._util_busy: list[int] = []
@@ -324,18 +316,16 @@ class Simulator:
             if mode in ("strict", "committed"):
                 break
             if mode == "easy":
-                started += self._easy_backfill(index, order, position + 1, now, failed)
+                started += self._easy_backfill(index, order[position + 1 :], now, failed)
                 break
             if mode == "rlscheduler-backfill":
                 started += self._rlscheduler_backfill(index, now, failed)
                 break
         return started
 
-    def _easy_backfill(
-        self, head: int, order: np.ndarray, first: int, now: float, failed: set[int]
-    ) -> list[int]:
-        """EASY: the head's reservation (reused while no start or end could have moved it), then
-        :func:`~.backfill.easy_backfill` over ``order[first:]`` less a :class:`~.RejectedPrefix`."""
+    def _easy_backfill(self, head: int, rest: np.ndarray, now: float, failed: set[int]):
+        """EASY: the head's reservation (reused from an earlier pass when no start or end since
+        could have moved it), then :func:`~hetsched.jobs.sim.backfill.easy_backfill`."""
         cached = self._reservation
         reusable = (
             cached is not None
@@ -347,31 +337,18 @@ class Simulator:
             shadow_s, extra = head_reservation(
                 self._state, self._shapes.request(head), self._running, now, self.placer
             )
-            extra_gpus = int(extra.free_gpus.sum())
-            cached = self._reservation = _Reservation(
-                head, self._version, now, shadow_s, extra, extra_gpus
-            )
-        assert cached is not None
-        free_gpus, skip = self._running.free_gpus, -1
-        if reusable and self._scanned[:2] == (head, self._version):
+            cached = self._reservation = _Reservation(head, self._version, now, shadow_s, extra)
+        elif self._scanned[:2] == (head, self._version):
             # Nothing started or ended since the last scan for this head, and a candidate's end
             # only moves later with time: the jobs it turned down would be turned down again,
             # so only the jobs that arrived since can backfill.
             fresh = self._queue.arrived_after(self._scanned[2])
             rest = self._queue.in_priority_order(fresh[fresh != head])
-        else:
-            extra_gpus = cached.extra_gpus
-            known = self._rejected.start(
-                head, self._queue.layout, free_gpus, now, cached.shadow_s, extra_gpus
-            )
-            skip = max(first, known)
-            rest = order[skip:]
+        assert cached is not None
         self._reservations.append((head, now, cached.shadow_s))
-        started, extra_changed, rejected = easy_backfill(
+        started, extra_changed = easy_backfill(
             self._backfill, rest, now, cached.shadow_s, cached.extra, failed
         )
-        if skip >= 0:
-            self._rejected.learn(skip + rejected, free_gpus, now, cached.shadow_s, extra_gpus)
         # Jobs that end by the shadow time leave the reservation as it was; one that runs past
         # it took resources from ``extra``, where the head's placement could change.
         cached.version = -1 if extra_changed else self._version

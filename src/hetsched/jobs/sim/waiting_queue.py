@@ -41,9 +41,6 @@ class WaitingQueue:
 
     Attributes:
         waiting: Mask over jobs: arrived and not started.
-        layout: Changes whenever an entry of the priority order moves (a re-sort, an arrival
-            slotted in before the last entry, a compaction); appends leave it as it is, so a
-            position in :meth:`ordered` names the same job while it holds.
     """
 
     def __init__(
@@ -58,7 +55,6 @@ class WaitingQueue:
         self._interval = recompute_interval_s
         self._next_refresh_s = -math.inf
         self.waiting = np.zeros(num_jobs, dtype=bool)
-        self.layout = 0
         self._scores = np.full(num_jobs, np.nan)
         self._arrived: list[int] = []  # since the last pass
         # Both orders hold the same jobs: every merged arrival not compacted away yet.
@@ -107,7 +103,6 @@ class WaitingQueue:
             if self._interval is not None:
                 self._next_refresh_s = now_s + self._interval
             rank = np.argsort(scores, kind="stable")
-            self.layout += 1
             self._by_priority[: self._count] = queue[rank]
             self._priority_scores[: self._count] = scores[rank]
         elif len(new):
@@ -122,7 +117,6 @@ class WaitingQueue:
                 self._by_priority[count : count + len(new)] = new
                 self._priority_scores[count : count + len(new)] = scores
             else:
-                self.layout += 1
                 order = np.insert(self._by_priority[:count], at, new)
                 self._by_priority[: len(order)] = order
                 self._priority_scores[: len(order)] = np.insert(ranked, at, scores)
@@ -157,7 +151,6 @@ class WaitingQueue:
         arrival = arrival[self.waiting[arrival]]
         priority = self._by_priority[:count]
         keep = self.waiting[priority]
-        self.layout += 1
         self._count = len(arrival)
         self._by_arrival[: self._count] = arrival
         self._by_priority[: self._count] = priority[keep]
