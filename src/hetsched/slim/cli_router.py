@@ -217,7 +217,7 @@ def experiment_command(
         [],
         "--router-checkpoint",
         help="With --scenarios: NAME=PATH, the checkpoint of learned router NAME (repeatable);"
-        " learned routers without one are skipped.",
+        " without one, learned runs the router the package ships and ppo is skipped.",
     ),
     steps: int = typer.Option(30_000, help="Training decisions per PPO router (paper experiment)."),
     baselines: str = typer.Option(
