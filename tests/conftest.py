@@ -12,8 +12,9 @@ so a test that needs a daemon but lacks the marker fails CI rather than a newcom
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -60,3 +61,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "integration tests must name their daemon (needs_slurm / needs_prometheus): "
             + ", ".join(unnamed)
         )
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One local Ray session per test module that asks for it (~5-9 s and ~0.9 GB to start).
+
+    Loopback only, so authentication is off (``RAY_AUTH_MODE=disabled``, LOCAL-SERVICES.md) and
+    restored afterwards; actors are not niced (as ``start_ray``: niced actors starve on a busy
+    CI machine). Skips where Ray is not installed.
+    """
+    ray = pytest.importorskip("ray")
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+        _system_config={"worker_niceness": 0},
+    )
+    yield
+    ray.shutdown()
+    if previous is None:
+        del os.environ["RAY_AUTH_MODE"]
+    else:
+        os.environ["RAY_AUTH_MODE"] = previous

@@ -5,7 +5,6 @@ the speed-up is measured by benchmarks/bench_jobs_rollouts.py."""
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
@@ -34,26 +33,6 @@ CLI_TINY = [
     "--epochs", "1", "--trajectories-per-epoch", "3", "--trajectories-per-update", "3",
     "--episode-jobs", "64", "--max-queue", "32",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def ray_session(tmp_path_factory: pytest.TempPathFactory):
-    """One local Ray session for the module (~5-9 s and ~0.9 GB to start)."""
-    previous = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only test session
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        _system_config={"worker_niceness": 0},  # as start_ray: niced actors starve on a busy CI
-    )
-    yield
-    ray.shutdown()
-    if previous is None:
-        del os.environ["RAY_AUTH_MODE"]
-    else:
-        os.environ["RAY_AUTH_MODE"] = previous
 
 
 @pytest.fixture(autouse=True)

@@ -34,24 +34,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def ray_session(tmp_path_factory: pytest.TempPathFactory):
-    previous = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only test session (LOCAL-SERVICES.md)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-    )
-    yield
-    ray.shutdown()
-    if previous is None:
-        del os.environ["RAY_AUTH_MODE"]
-    else:
-        os.environ["RAY_AUTH_MODE"] = previous
-
-
-@pytest.fixture(scope="module")
 def server(ray_session, digits_checkpoint: Path):
     config = ServeConfig(
         checkpoint=digits_checkpoint,
