@@ -2,10 +2,13 @@
 
 import csv
 import json
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.core.errors import ConfigError
 from hetsched.slim.experiments.scenario_experiment import experiment_routers, needs_checkpoint
 from hetsched.slim.experiments.scenario_report import ci95_half_width, pareto_front
 
@@ -59,6 +62,8 @@ def test_learned_routers_need_a_checkpoint_and_unknown_names_fail():
     assert not needs_checkpoint("learned")  # the package ships one
     factories, skipped = experiment_routers(None, {})
     assert "ppo" in skipped and "random" in factories and "learned" in factories
+    with pytest.raises(ConfigError, match=r"no such file: learned=/nope\.pt"):
+        experiment_routers(["learned"], {"learned": Path("/nope.pt")})
     result = runner.invoke(typer_app, ["slim", "experiment", "--scenarios", "nope"])
     assert "unknown scenario 'nope'" in str(result.exception)
     result = runner.invoke(

@@ -83,8 +83,8 @@ def experiment_routers(
         checkpoints: Checkpoint file per learned router name.
 
     Raises:
-        HetschedError: For an unknown router name, or a checkpoint for a router that is not in
-            the list.
+        HetschedError: For an unknown router name, a checkpoint for a router that is not in
+            the list, or a checkpoint file that does not exist.
     """
     chosen = names if names is not None else ROUTERS.names()
     for name in [*chosen, *checkpoints]:
@@ -92,6 +92,9 @@ def experiment_routers(
     extra = sorted(set(checkpoints) - set(chosen))
     if extra:
         raise ConfigError(f"--router-checkpoint: {', '.join(extra)} not among the routers run")
+    missing = [f"{name}={path}" for name, path in checkpoints.items() if not path.is_file()]
+    if missing:
+        raise ConfigError(f"--router-checkpoint: no such file: {', '.join(missing)}")
     factories: dict[str, RouterFactory] = {}
     skipped: dict[str, str] = {}
     for name in chosen:

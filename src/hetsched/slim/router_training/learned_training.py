@@ -360,7 +360,10 @@ def _load_state(
         settings = saved.pop("config")
         state = TrainingState(**saved)
     except (KeyError, RuntimeError, TypeError, ValueError) as error:
-        raise DataError(f"not a training state: {error}", path=str(path)) from None
+        raise DataError(
+            f"not a training state of this version (retrain without --resume): {error}",
+            path=str(path),
+        ) from None
     changed = sorted(
         key
         for key, value in config.model_dump(mode="json").items()
