@@ -102,7 +102,7 @@ def _print(report: dict, slo_ms: float | None, out: Path) -> None:
 
 def benchmark(
     measured: Path = typer.Option(
-        None, help="Harness CSV to calibrate (default: the committed measured-2core.csv)."
+        None, help="Harness CSV to calibrate (default: the committed measured-2core-quiet.csv)."
     ),
     runs: int = typer.Option(100, min=1, help="Seeds to run, drawn from the master seed."),
     seed: int = typer.Option(
