@@ -98,6 +98,16 @@ def train_router_command(
     advisors: str | None = typer.Option(
         None, help="learned: comma-separated rules seen as features and cloned (default: 5 rules)."
     ),
+    action: str | None = typer.Option(
+        None,
+        help="learned: placement (default: the joint server-width head and the group size) or"
+        " advice (which advisor rule to follow at each decision).",
+    ),
+    advantage: str | None = typer.Option(
+        None,
+        help="learned: PPO advantage: one_step (default, Slim eq. 8) or gae (charges a decision"
+        " for the later deadline misses it causes).",
+    ),
     teacher: str | None = typer.Option(
         None,
         help="learned: rule to clone: best (default: the advisor with the best validation"
@@ -116,10 +126,11 @@ def train_router_command(
     if images is not None and images < 1:
         raise ConfigError(f"--images: expected at least 1 image, got {images}")
     if method == "ppo":
-        if scenarios or advisors or teacher or demo_episodes is not None or resume:
+        learned_only = (scenarios, advisors, action, advantage, teacher, demo_episodes, resume)
+        if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
-                "--scenarios, --advisors, --teacher, --demo-episodes and --resume apply to"
-                " --method learned"
+                "--scenarios, --advisors, --action, --advantage, --teacher, --demo-episodes and"
+                " --resume apply to --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -135,6 +146,8 @@ def train_router_command(
     updates = {
         "scenarios": None if scenarios is None else names(scenarios),
         "advisors": None if advisors is None else names(advisors),
+        "action": action,
+        "advantage": advantage,
         "teacher": teacher,
         "preset": preset,
         "images": images,

@@ -5,6 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.slim.routers import ROUTERS
 
 runner = CliRunner()
 TINY = ["--images", "16"]
@@ -59,12 +60,26 @@ def test_train_the_learned_router_then_resume(tmp_path):
     assert len(rows) == 1 + 1 + 2  # header, cloning, a chunk of 64 decisions and one of 32
 
 
+def test_train_the_advice_router_with_gae(tmp_path):
+    invoke("train-router", "--scenarios", "lan-1.5x", "--advisors", "jsq-0.25,slackfit",
+           "--images", "40", "--demo-episodes", "2", "--rollout", "32", "--steps", "64",
+           "--action", "advice", "--teacher", "per-episode", "--advantage", "gae",
+           "--out", str(tmp_path))  # fmt: skip
+    router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
+    assert router.encoder.kind == "advice" and router.encoder.head_sizes == (2,)
+    rows = (tmp_path / "learned-curves.csv").read_text().splitlines()
+    assert len(rows) == 1 + 1 + 1  # header, cloning, one chunk of 64 decisions
+
+
 def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
     from hetsched.core.errors import ConfigError, UnknownNameError
 
     for args in (["--method", "ppo", "--resume"], ["--scenario", "paper"], ["--method", "x"],
                  ["--scenarios", "failure"], ["--method", "ppo", "--teacher", "slackfit"],
-                 ["--teacher", "nope"], ["--advisors", "nope"]):  # fmt: skip
+                 ["--teacher", "nope"], ["--advisors", "nope"], ["--method", "ppo",
+                 "--action", "advice"], ["--method", "ppo", "--advantage", "gae"],
+                 ["--action", "nope"], ["--advantage", "nope"],
+                 ["--action", "advice", "--teacher", "least-loaded"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
         assert isinstance(result.exception, ConfigError | UnknownNameError), args
 

@@ -87,3 +87,17 @@ def test_training_writes_the_best_router_curves_and_resumes_exactly(tmp_path):
         )
     with pytest.raises(DataError, match="no training state"):
         train_learned_router(TINY, tmp_path / "none", resume=True)
+
+
+def test_advice_training_starts_as_its_teacher_and_refuses_a_teacher_it_cannot_follow(tmp_path):
+    config = TINY.model_copy(update={"action": "advice", "teacher": "slackfit", "ppo_steps": 0})
+    result = train_learned_router(config, tmp_path / "advice", progress=False)
+    router = ROUTERS.create("learned", checkpoint=result.checkpoint)
+    cluster = training_mix(["lan-1.5x"], images=60, randomize=False).cluster
+    assert episode_score(cluster(7), router) == episode_score(
+        cluster(7), ROUTERS.create("slackfit")
+    )
+    with pytest.raises(ConfigError, match="one of the advisors"):
+        train_learned_router(
+            TINY.model_copy(update={"action": "advice", "teacher": "jsq-0.5"}), tmp_path / "x"
+        )

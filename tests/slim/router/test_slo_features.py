@@ -5,7 +5,7 @@ import pytest
 
 from hetsched.slim.routers import ROUTERS, RouterState, RoutingDecision, ServerView
 from hetsched.slim.routers.ppo import PPORouter, new_policy, save_router
-from hetsched.slim.routers.slo_features import OBS_CLIP, SloEncoder
+from hetsched.slim.routers.slo_features import OBS_CLIP, AdviceEncoder, SloEncoder
 
 from .conftest import GROUPS, WIDTHS
 
@@ -79,3 +79,38 @@ def test_learned_router_checkpoint_round_trip_with_the_extended_encoder(tmp_path
     assert router.decide(s) == expected
     allowed = ENCODER.mask(s)[: ENCODER.placements]
     assert allowed[ENCODER.placement(expected)]
+
+
+ADVICE = AdviceEncoder(3, WIDTHS, GROUPS, advisors=("slackfit", "jsq-0.25"))
+
+
+def test_advice_head_follows_the_named_rule_on_the_state_encoded_last():
+    with pytest.raises(ValueError, match="encode a state before"):
+        AdviceEncoder(3, WIDTHS, GROUPS, advisors=("slackfit",)).decision(np.array([0]))
+    s = state(*SERVERS)
+    obs = ADVICE.encode(s)
+    assert np.array_equal(obs, ENCODER.encode(s))  # the same observation as the joint head
+    assert ADVICE.head_sizes == (2,) and ADVICE.mask(s).tolist() == [True, True]
+    for index, name in enumerate(ADVICE.advisors):
+        rule = ROUTERS.create(name).decide(s)
+        assert ADVICE.decision(np.array([index])) == rule
+        assert ADVICE.decision(ADVICE.action(rule)) == rule
+        assert ADVICE.imitation(name, rule).tolist() == [index]
+    late = state(*SERVERS, slack_ms=-1.0)  # nothing fits: slackfit takes jsq-0.25's choice
+    ADVICE.encode(late)
+    agreed = ROUTERS.create("jsq-0.25").decide(late)
+    assert ROUTERS.create("slackfit").decide(late) == agreed
+    assert ADVICE.action(agreed).tolist() == [0]  # the first advisor that made it
+    assert ADVICE.imitation("jsq-0.25", agreed).tolist() == [1]  # the teacher's own index
+    with pytest.raises(ValueError, match="no advisor made"):
+        ADVICE.action(RoutingDecision(2, 1.0, 16))
+
+
+def test_advice_router_checkpoint_round_trip(tmp_path):
+    policy = new_policy(ADVICE, (16,))
+    save_router(tmp_path / "learned.pt", policy, ADVICE, (16,))
+    router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
+    assert isinstance(router.encoder, AdviceEncoder) and router.encoder == ADVICE
+    s = state(*SERVERS)
+    rules = [ROUTERS.create(name).decide(s) for name in ADVICE.advisors]
+    assert router.decide(s) in rules

@@ -52,15 +52,17 @@ class Demonstrations:
         return len(self.actions)
 
 
-def record_episode(env: SlimRoutingEnv, teacher: Router, seed: int, into: Demonstrations) -> None:
-    """Runs ``teacher`` through ``env`` for one episode and appends its imitable decisions."""
+def record_episode(env: SlimRoutingEnv, teacher_name: str, seed: int, into: Demonstrations) -> None:
+    """Runs the registered rule ``teacher_name`` through ``env`` for one episode and appends
+    its imitable decisions."""
+    teacher: Router = ROUTERS.create(teacher_name, seed=seed)
     encoder = env.encoder
     obs, info = env.reset(seed=seed)
     index_of: dict[int, int] = {}  # decision id -> row in ``into`` (rewards arrive later)
     pending_rewards: dict[int, float] = {}
     terminated = False
     while not terminated:
-        action = encoder.action(teacher.decide(env.router_state))
+        action = encoder.imitation(teacher_name, teacher.decide(env.router_state))
         decision_id, mask = info["decision_id"], info["action_mask"]
         if _allowed(action, mask, encoder.head_sizes):
             index_of[decision_id] = len(into.actions)
@@ -118,7 +120,7 @@ def collect_demonstrations(
             teacher = max(scores, key=scores.__getitem__) if scores else teachers[0]
             demos.teachers[teacher] = demos.teachers.get(teacher, 0) + 1
             env = make_env(partial(_fixed_episode, make_cluster, seed))
-            record_episode(env, ROUTERS.create(teacher, seed=seed), seed, demos)
+            record_episode(env, teacher, seed, demos)
             bar.advance(task)
     return demos
 

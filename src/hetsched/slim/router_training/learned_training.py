@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -36,7 +36,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hetsched.core.config import StrictModel
-from hetsched.core.errors import DataError
+from hetsched.core.errors import ConfigError, DataError
 from hetsched.core.seeding import seed_everything
 from hetsched.rl import FactoredActorCritic, PPOConfig, train
 from hetsched.slim.router_training.behaviour_cloning import (
@@ -77,6 +77,9 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     """Perturb training episodes (load, burstiness, link, server speed)."""
     advisors: tuple[str, ...] = DEFAULT_ADVISORS
     """Rules seen as features."""
+    action: Literal["placement", "advice"] = "placement"
+    """Action head: ``placement`` (the joint server-width placement and the group size) or
+    ``advice`` (which advisor rule to follow at each decision)."""
     teacher: str = "best"
     """Rule to clone: ``best`` (the advisor with the best validation score), ``per-episode``
     (each demonstration episode's best advisor) or a rule name."""
@@ -92,6 +95,12 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     """Decisions per PPO update."""
     chunk_updates: int = Field(8, ge=1)
     """PPO updates between validations (and resumable checkpoints)."""
+    advantage: Literal["one_step", "gae"] = "one_step"
+    """PPO's advantage: ``one_step`` (Slim eq. 8: each decision's own credited reward) or
+    ``gae`` (generalised advantage estimation over the decision sequence, so a wide width that
+    makes later images miss their deadlines is charged for it; beyond the paper)."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount per decision with ``advantage="gae"`` (0.99: a horizon of ~100 decisions)."""
     ppo_learning_rate: float = Field(3e-4, gt=0)
     """Adam's learning rate while fine-tuning."""
     epsilon: float = Field(0.1, ge=0, le=1)
@@ -176,9 +185,13 @@ def train_learned_router(
     """
     console = console or Console()
     mix = training_mix(config.scenarios, config.images, config.randomize)
-    encoder = mix_encoder(mix, config.advisors)
+    encoder = mix_encoder(mix, config.advisors, config.action)
     if config.teacher not in ("best", "per-episode"):
         ROUTERS.get(config.teacher)  # an unknown name fails here, listing the known ones
+        if config.action == "advice" and config.teacher not in config.advisors:
+            raise ConfigError(
+                f"teacher: with action advice, one of the advisors, not {config.teacher!r}"
+            )
     episodes = mix.validation_episodes(config.validation_episodes, config.validation_images)
     weights = reward_weights(config.preset)
     top1 = mean_top1(next(iter(mix.scenarios.values())))
@@ -305,7 +318,8 @@ def _chunk_config(config: LearnedRouterConfig, chunk: int, steps: int, chunks: i
     epsilon = config.epsilon * max(0.0, 1.0 - chunk / max(1, chunks))
     return PPOConfig(
         seed=config.seed * 1_000 + chunk,
-        advantage="one_step",
+        advantage=config.advantage,
+        gamma=config.gamma,
         total_timesteps=steps,
         num_steps=rollout,
         num_minibatches=min(4, rollout),

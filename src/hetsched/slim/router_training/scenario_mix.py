@@ -26,12 +26,14 @@ from hetsched.core.errors import ConfigError
 from hetsched.core.seeding import make_rng
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.routers.base import ROUTERS
-from hetsched.slim.routers.slo_features import SloEncoder
+from hetsched.slim.routers.slo_features import AdviceEncoder, SloEncoder
 from hetsched.slim.sim.runtime_changes import RuntimeChange
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
 from hetsched.slim.sim.scenario_catalog import load_scenario, scenario_names
 
 ETHERNET_LINKS = ("ethernet-1g", "ethernet-10g")
+ACTION_KINDS = ("placement", "advice")
+"""The learned router's action heads: joint (server, width) x group, or which advisor to follow."""
 """The links a switched-Ethernet scenario may be drawn with."""
 
 VALIDATION_SEED = 900_000
@@ -123,8 +125,10 @@ def training_mix(names: Sequence[str], images: int, randomize: bool = True) -> S
     return ScenarioMix({name: load_scenario(name) for name in chosen}, images, randomize)
 
 
-def mix_encoder(mix: ScenarioMix, advisors: Sequence[str]) -> SloEncoder:
-    """The extended encoder for every scenario of ``mix`` (as many server slots as the largest).
+def mix_encoder(mix: ScenarioMix, advisors: Sequence[str], action: str = "placement") -> SloEncoder:
+    """The extended encoder for every scenario of ``mix`` (as many server slots as the largest),
+    with the joint (server, width) head (``action="placement"``) or the advisor-choice head
+    (``"advice"``, :class:`~hetsched.slim.routers.slo_features.AdviceEncoder`).
 
     Raises:
         ConfigError: If the scenarios differ in widths or group sizes.
@@ -138,7 +142,10 @@ def mix_encoder(mix: ScenarioMix, advisors: Sequence[str]) -> SloEncoder:
             )
     for advisor in advisors:
         ROUTERS.get(advisor)  # an unknown name fails here, listing the known ones
-    return SloEncoder(mix.max_servers, first.widths, first.group_sizes, tuple(advisors))
+    if action not in ACTION_KINDS:
+        raise ConfigError(f"action: expected one of {', '.join(ACTION_KINDS)}, got {action!r}")
+    extended = SloEncoder if action == "placement" else AdviceEncoder
+    return extended(mix.max_servers, first.widths, first.group_sizes, tuple(advisors))
 
 
 def _perturbation(scenario: ScenarioConfig, rng: Any) -> dict[str, Any]:

@@ -23,13 +23,14 @@ from hetsched.core.errors import DataError
 from hetsched.core.seeding import make_rng
 from hetsched.rl import FactoredActorCritic
 from hetsched.slim.routers.base import ROUTERS, Router, RouterState, RoutingDecision
-from hetsched.slim.routers.slo_features import OBS_CLIP, SloEncoder
+from hetsched.slim.routers.slo_features import OBS_CLIP, AdviceEncoder, SloEncoder
 
 
 class RouterEncoder(Protocol):
     """What the policy network, the environment and checkpoints need of a state encoder: the
     paper's eq. (1) (:class:`StateEncoder`) or the extended one
-    (:class:`~hetsched.slim.routers.slo_features.SloEncoder`)."""
+    (:class:`~hetsched.slim.routers.slo_features.SloEncoder`), with the joint placement head or
+    the advisor-choice head (:class:`~hetsched.slim.routers.slo_features.AdviceEncoder`)."""
 
     kind: str
     obs_low: float
@@ -57,6 +58,8 @@ class RouterEncoder(Protocol):
     def mask(self, state: RouterState) -> np.ndarray: ...
 
     def action(self, decision: RoutingDecision) -> np.ndarray: ...
+
+    def imitation(self, rule: str, decision: RoutingDecision) -> np.ndarray: ...
 
     def decision(self, action: np.ndarray) -> RoutingDecision: ...
 
@@ -140,6 +143,10 @@ class StateEncoder:
             dtype=np.int64,
         )
 
+    def imitation(self, rule: str, decision: RoutingDecision) -> np.ndarray:
+        """The action that imitates ``decision`` of the registered ``rule`` (:meth:`action`)."""
+        return self.action(decision)
+
     def decision(self, action: np.ndarray) -> RoutingDecision:
         """Maps action indices (server, width index, group index) to a decision."""
         server, width_index, group_index = (int(a) for a in action)
@@ -152,8 +159,9 @@ def encoder_from_settings(kind: str, fields: dict[str, Any]) -> RouterEncoder:
     groups = tuple(int(g) for g in fields["group_sizes"])
     if kind == "paper":
         return StateEncoder(int(fields["n_servers"]), widths, groups, float(fields["queue_scale"]))
-    if kind == "slo":
-        return SloEncoder(
+    if kind in ("slo", "advice"):
+        extended = SloEncoder if kind == "slo" else AdviceEncoder
+        return extended(
             int(fields["max_servers"]),
             widths,
             groups,

@@ -101,7 +101,7 @@ class SloEncoder:
         return 2 + head + self.max_servers * per_server + len(self.advisors) * self.placements
 
     @property
-    def head_sizes(self) -> tuple[int, int]:
+    def head_sizes(self) -> tuple[int, ...]:
         """(server x width placements, group sizes)."""
         return (self.placements, len(self.group_sizes))
 
@@ -156,11 +156,15 @@ class SloEncoder:
             ]
             values += [_clipped((done_s - slack_s) / scale) for done_s in expected[index]]
             values += [1.0 if done_s <= slack_s else 0.0 for done_s in expected[index]]
-        for advisor in self._advisor_routers:
+        for advice in self.advice(state):
             choice = [0.0] * self.placements
-            choice[self.placement(advisor.decide(state))] = 1.0
+            choice[self.placement(advice)] = 1.0
             values += choice
         return np.asarray(values, dtype=np.float32)
+
+    def advice(self, state: RouterState) -> list[RoutingDecision]:
+        """Each advisor's decision on ``state``, in :attr:`advisors` order."""
+        return [advisor.decide(state) for advisor in self._advisor_routers]
 
     def mask(self, state: RouterState) -> np.ndarray:
         """Valid placements (see the module docstring), then every group size."""
@@ -190,6 +194,10 @@ class SloEncoder:
             dtype=np.int64,
         )
 
+    def imitation(self, rule: str, decision: RoutingDecision) -> np.ndarray:
+        """The action that imitates ``decision`` of the registered ``rule`` (:meth:`action`)."""
+        return self.action(decision)
+
     def decision(self, action: np.ndarray) -> RoutingDecision:
         """Maps action indices (placement, group index) to a decision."""
         placement, group_index = (int(a) for a in action)
@@ -200,3 +208,73 @@ class SloEncoder:
 def _clipped(value: float) -> float:
     """``value`` within [-OBS_CLIP, OBS_CLIP] (infinite slack saturates)."""
     return -OBS_CLIP if value < -OBS_CLIP else OBS_CLIP if value > OBS_CLIP else value
+
+
+@dataclass(frozen=True)
+class AdviceEncoder(SloEncoder):
+    """The extended observation with a smaller action: which advisor rule to follow now.
+
+    Beyond the paper (issue 19): the joint (server, width) head must learn from scratch what a rule
+    already knows (which placements fit, which server is least loaded); this head only learns
+    *when* each rule is right — e.g. SlackFit's wide widths while queues are short, a slim
+    join-shortest-queue in a burst. A policy that always picks one index is exactly that rule, so
+    the learned router can only lose to a rule it could have copied by failing to learn.
+
+    The action is one index into :attr:`advisors`; every index is valid (each rule places the
+    head on an available server itself). Decoding needs the advisors' decisions on the state the
+    action answers: :meth:`encode` keeps them, so :meth:`decision` and :meth:`action` refer to
+    the state encoded last (the order in which the environment and the router call them).
+    """
+
+    _last_advice: list[RoutingDecision] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    kind = "advice"
+    """Checkpoint tag of this encoder."""
+
+    @property
+    def head_sizes(self) -> tuple[int, ...]:
+        """(advisors,): one index."""
+        return (len(self.advisors),)
+
+    def advice(self, state: RouterState) -> list[RoutingDecision]:
+        """Each advisor's decision on ``state``, kept for :meth:`decision`."""
+        self._last_advice[:] = super().advice(state)
+        return self._last_advice
+
+    def mask(self, state: RouterState) -> np.ndarray:
+        """Every advisor is always valid."""
+        self._check(state)
+        return np.ones(len(self.advisors), dtype=bool)
+
+    def action(self, decision: RoutingDecision) -> np.ndarray:
+        """The first advisor (in :attr:`advisors` order) that made ``decision`` on the state
+        encoded last (a teacher's choice, for behaviour cloning).
+
+        Raises:
+            ValueError: If no advisor made it (the teacher must be one of the advisors).
+        """
+        if decision not in self._last_advice:
+            raise ValueError(f"no advisor made {decision} (teach with one of {self.advisors})")
+        return np.asarray([self._last_advice.index(decision)], dtype=np.int64)
+
+    def imitation(self, rule: str, decision: RoutingDecision) -> np.ndarray:
+        """``rule``'s own index when it is an advisor that made ``decision`` (so cloning one rule
+        learns one constant index, however often other advisors agree with it), else
+        :meth:`action`."""
+        if rule in self.advisors:
+            index = self.advisors.index(rule)
+            if self._last_advice[index] == decision:
+                return np.asarray([index], dtype=np.int64)
+        return self.action(decision)
+
+    def decision(self, action: np.ndarray) -> RoutingDecision:
+        """The decision of the advisor ``action`` names, on the state encoded last.
+
+        Raises:
+            ValueError: Before any state was encoded.
+        """
+        if not self._last_advice:
+            raise ValueError("advice encoder: encode a state before decoding an action")
+        return self._last_advice[int(np.asarray(action).reshape(-1)[0])]
