@@ -13,12 +13,13 @@ import math
 from collections import Counter
 
 import numpy as np
+import orjson
 import pytest
 
 from hetsched.core.errors import HetschedError
 from hetsched.tail.catalog import default_catalog
 from hetsched.tail.extender import CACHED_ROWS, SHARE_WITHIN, Extender
-from hetsched.tail.extender_api import ExtenderArgs
+from hetsched.tail.extender_api import ExtenderArgs, decode_args
 from hetsched.tail.node_features import NodeCapacity
 from hetsched.tail.scoring import NEUTRAL_SCORE, P90Scorer, idle_capacity, scores_from_p90
 from hetsched.tail.telemetry import NodeTelemetry
@@ -26,6 +27,11 @@ from tests.tail.test_extender import Clock, CpuBoundRegressor
 
 MODEL = "resnet50"
 CPU_QUANTITIES = [1, 2, 4, "4", "8", "500m", "1.5", "12000m", 16, "32", "bad", None]
+
+
+def decoded(args: dict) -> ExtenderArgs:
+    """The request as the extender's HTTP service decodes it."""
+    return decode_args(orjson.dumps(args))
 
 
 def random_cluster(seed: int, nodes: int) -> tuple[dict, NodeTelemetry, Clock]:
@@ -134,7 +140,7 @@ def test_priorities_equal_the_node_by_node_reference(regressor, seed, mode):
     extender = Extender(scorer, default_catalog(), telemetry)
     expected = reference_priorities(regressor, args, telemetry)
     for _ in range(2):  # the second answer comes from the scorer's cache
-        got, outcome = extender.prioritize(ExtenderArgs.model_validate(args))
+        got, outcome = extender.prioritize(decoded(args))
         assert got == expected
         assert outcome.neutral_nodes == reference_inputs(args, telemetry)[2]
         assert outcome.model_fallback is None
@@ -149,7 +155,7 @@ def test_cached_rows_are_asked_once_and_the_cache_stays_bounded():
             return super().predict_p90_s(rows)
 
     args, telemetry, clock = random_cluster(7, nodes=300)
-    request = ExtenderArgs.model_validate(args)
+    request = decoded(args)
     scorer = P90Scorer(Counting(), share_within=SHARE_WITHIN, cached_rows=1000)
     extender = Extender(scorer, default_catalog(), telemetry)
     first, _ = extender.prioritize(request)
@@ -184,7 +190,7 @@ def test_filter_equals_the_node_by_node_reference(seed):
         P90Scorer(regressor, share_within=SHARE_WITHIN), default_catalog(), telemetry
     )
     items = args["Nodes"]["items"]
-    result, _ = extender.filter(ExtenderArgs.model_validate(args), items)
+    result, _ = extender.filter(decoded(args), items)
     assert set(result["FailedAndUnresolvableNodes"]) == never
     assert set(result["FailedNodes"]) == failed and failed and never
     assert result["Nodes"]["items"] == [

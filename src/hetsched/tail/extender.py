@@ -23,13 +23,22 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hetsched.core.errors import HetschedError
 from hetsched.tail.catalog import ModelCatalog
-from hetsched.tail.extender_api import ExtenderArgs, Node
+from hetsched.tail.extender_api import (
+    ExtenderArgs,
+    NamedMeta,
+    Node,
+    NodeList,
+    NodeStatus,
+    ObjectMeta,
+    Pod,
+)
 from hetsched.tail.flops import ModelFeatures
 from hetsched.tail.models import MODEL_ANNOTATION, UnknownModelError, features_for_annotations
 from hetsched.tail.scoring import (
@@ -78,9 +87,10 @@ class Extender:
     scorer: P90Scorer
     catalog: ModelCatalog
     telemetry: NodeTelemetry | None = None
-    _idle_nodes: dict[tuple, tuple[float, float, float, float] | str] = field(
-        default_factory=dict, repr=False
-    )
+    # (cpu type, cpu, clock label) of a Node object → its row in _idle_rows, or why it has none
+    _idle_keys: dict[tuple, int | str] = field(default_factory=dict, repr=False)
+    # (cores, freq_ghz, cores, freq_ghz): eq. 8 inputs of an idle node
+    _idle_rows: list[tuple[float, float, float, float]] = field(default_factory=list, repr=False)
 
     def _candidates(self, args: ExtenderArgs, names: list[str], outcome: Outcome) -> Candidates:
         """The scorable nodes among ``names`` (the request's, in order); the others are counted
@@ -105,40 +115,48 @@ class Extender:
         if args.Nodes is None:
             neutral["unknown_node"] += len(unknown)
             return Candidates(positions, columns)
-        idle_positions, idle_rows = [], []
+        if len(self._idle_keys) >= IDLE_SHAPE_CACHE:  # not a handful: start afresh
+            self._idle_keys.clear()
+            self._idle_rows.clear()
+        items = args.Nodes.items
+        idle_positions: list[int] = []
+        idle_ids: list[int] = []
         for i in unknown:
-            shape = self._idle_shape(args.Nodes.items[i])
+            shape = self._idle_shape(items[i])
             if isinstance(shape, str):
                 neutral[shape] += 1
             else:
                 idle_positions.append(i)
-                idle_rows.append(shape)
+                idle_ids.append(shape)
         if not idle_positions:
             return Candidates(positions, columns)
         merged = np.concatenate([positions, np.array(idle_positions, dtype=np.int64)])
         order = np.argsort(merged, kind="stable")  # back to request order
-        stacked = np.vstack([columns, np.array(idle_rows, dtype=float)])
+        idle_columns = np.array(self._idle_rows, dtype=float)[idle_ids]
+        stacked = np.vstack([columns, idle_columns])
         return Candidates(merged[order], stacked[order])
 
-    def _idle_shape(self, node: Node) -> tuple[float, float, float, float] | str:
-        """The node's idle eq. 8 inputs from its object, or why it has none.
+    def _idle_shape(self, node: Node) -> int | str:
+        """The row of the node's idle eq. 8 inputs in ``_idle_rows``, or why it has none.
 
-        Node objects repeat a few (cpu, clock label) pairs, so each pair is parsed once.
+        Node objects repeat a few (cpu, clock label) pairs, so each pair is parsed once, and a
+        5,000-node request gathers its rows from the small table instead of building one tuple
+        per node into an array.
         """
         cpu = node.status.cpu() if node.status is not None else None
         if cpu is None:
             return "no_capacity"
-        label = (node.metadata.labels or {}).get(FREQ_LABEL)
-        key = (type(cpu), cpu, label)
-        shape = self._idle_nodes.get(key)
+        labels = node.metadata.labels
+        key = (type(cpu), cpu, labels.get(FREQ_LABEL) if labels else None)
+        shape = self._idle_keys.get(key)
         if shape is None:
             try:
-                idle = idle_capacity("", cpu, node.metadata.labels)
-                shape = (idle.cores, idle.freq_ghz, idle.cores, idle.freq_ghz)
+                idle = idle_capacity("", cpu, labels)
+                shape = len(self._idle_rows)
+                self._idle_rows.append((idle.cores, idle.freq_ghz, idle.cores, idle.freq_ghz))
             except HetschedError:
                 shape = "bad_capacity"
-            if len(self._idle_nodes) < IDLE_SHAPE_CACHE:
-                self._idle_nodes[key] = shape
+            self._idle_keys[key] = shape
         return shape
 
     def _model(self, args: ExtenderArgs, outcome: Outcome) -> ModelFeatures | None:
@@ -224,9 +242,12 @@ class Extender:
                 failed[name] = f"predicted P90 {live_ms:.1f} ms under load > SLO {slo_ms:g} ms"
         return failed, unresolvable
 
-    def filter(self, args: ExtenderArgs, raw_items: list | None) -> tuple[dict, Outcome]:
-        """ExtenderFilterResult; ``raw_items`` are the request's Node objects as sent, returned
-        unchanged for the kept nodes (kube-scheduler uses them for its later plugins)."""
+    def filter(
+        self, args: ExtenderArgs, raw_items: Sequence[object] | None
+    ) -> tuple[dict, Outcome]:
+        """ExtenderFilterResult; ``raw_items`` are the request's Node objects as sent (their JSON
+        text from :func:`~hetsched.tail.extender_api.decode_args_with_items`), returned unchanged
+        for the kept nodes (kube-scheduler uses them for its later plugins)."""
         outcome = Outcome()
         failed, unresolvable = self.failures(args, outcome)
         dropped = failed.keys() | unresolvable.keys()
@@ -251,15 +272,16 @@ class Extender:
 
 def warm_up_args(key: str) -> ExtenderArgs:
     """A one-node prioritize request for catalogue key ``key``, as kube-scheduler shapes it."""
-    return ExtenderArgs.model_validate(
-        {
-            "Pod": {"metadata": {"name": "warm-up", "annotations": {MODEL_ANNOTATION: key}}},
-            "Nodes": {
-                "items": [
-                    {"metadata": {"name": "warm-up"}, "status": {"allocatable": {"cpu": "1"}}}
-                ]
-            },
-        }
+    return ExtenderArgs(
+        Pod=Pod(metadata=ObjectMeta(name="warm-up", annotations={MODEL_ANNOTATION: key})),
+        Nodes=NodeList(
+            items=[
+                Node(
+                    metadata=NamedMeta(name="warm-up"),
+                    status=NodeStatus(allocatable={"cpu": "1"}),
+                )
+            ]
+        ),
     )
 
 

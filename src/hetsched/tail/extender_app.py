@@ -2,9 +2,10 @@
 
 Built on :func:`hetsched.core.web.create_service_app` (limits, deadlines, token or mutual TLS,
 ``/healthz``, ``/readyz``, ``/metrics``, JSON errors). Bodies are read within the size limit and
-parsed straight into the strict wire types (:mod:`.extender_api`); a body that is not JSON or not
-ExtenderArgs gets a 400 naming the problem. Replies are encoded with orjson (a 1,000-node request
-is ~0.7 MiB of JSON; the stdlib codec costs twice as long).
+decoded straight into the strict wire types (:mod:`.extender_api`, msgspec: only the fields the
+extender reads become objects); a body that is not JSON or not ExtenderArgs gets a 400 naming the
+problem. Prioritize replies are encoded with orjson (the stdlib codec costs twice as long); filter
+replies with msgspec, which writes the kept Node objects' JSON text as it came.
 
 Besides the shared HTTP metrics, ``/metrics`` counts model fallbacks by reason
 (``hetsched_extender_model_fallbacks_total``: missing, invalid, unknown, shape, bad_slo,
@@ -20,11 +21,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import msgspec
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import Counter, Gauge
-from pydantic import ValidationError
 
 from hetsched.core.errors import HetschedError
 from hetsched.core.web import (
@@ -42,7 +43,15 @@ from hetsched.tail.extender import (
     Outcome,
     warm_up_args,
 )
-from hetsched.tail.extender_api import ExtenderArgs, ExtenderFilterResult, HostPriority
+from hetsched.tail.extender_api import (
+    ExtenderArgs,
+    ExtenderFilterResult,
+    HostPriority,
+    MalformedArgsError,
+    decode_args,
+    decode_args_with_items,
+    request_schema,
+)
 from hetsched.tail.regressors import ModelRepository
 from hetsched.tail.scoring import DEFAULT_ERROR_BAND, P90Scorer
 from hetsched.tail.telemetry import NodeTelemetry, PrometheusNodeSource, TelemetryRefresher
@@ -90,35 +99,24 @@ class ExtenderMetrics:
             self.neutral_nodes.labels(why).inc(count)
 
 
-def _bad_request(message: str) -> ServiceError:
-    return ServiceError(400, f"malformed extender request: {message}", "bad_request")
-
-
-def _validation_message(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: {first['msg']}"
+def _bad_request(error: MalformedArgsError) -> ServiceError:
+    return ServiceError(400, f"malformed extender request: {error}", "bad_request")
 
 
 def parse_args_json(body: bytes) -> ExtenderArgs:
-    """ExtenderArgs from a body, parsed and validated in one pass (prioritize's fast path)."""
+    """ExtenderArgs from a body, parsed and validated in one pass (prioritize)."""
     try:
-        return ExtenderArgs.model_validate_json(body)
-    except ValidationError as error:
-        raise _bad_request(_validation_message(error)) from None
+        return decode_args(body)
+    except MalformedArgsError as error:
+        raise _bad_request(error) from None
 
 
-def parse_args_with_items(body: bytes) -> tuple[ExtenderArgs, list | None]:
+def parse_args_with_items(body: bytes) -> tuple[ExtenderArgs, list[msgspec.Raw] | None]:
     """ExtenderArgs and the request's Node objects exactly as sent (filter returns them)."""
     try:
-        raw = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise _bad_request(str(error)) from None
-    try:
-        args = ExtenderArgs.model_validate(raw)
-    except ValidationError as error:
-        raise _bad_request(_validation_message(error)) from None
-    return args, raw["Nodes"]["items"] if args.Nodes is not None else None
+        return decode_args_with_items(body)
+    except MalformedArgsError as error:
+        raise _bad_request(error) from None
 
 
 def warm_up(extender: Extender) -> None:
@@ -193,7 +191,7 @@ def create_extender_app(
         return telemetry.clock() - telemetry.refreshed_s
 
     metrics.telemetry_age.set_function(telemetry_age_s)
-    request_body = {"content": {"application/json": {"schema": ExtenderArgs.model_json_schema()}}}
+    request_body = {"content": {"application/json": {"schema": request_schema()}}}
 
     @app.post(
         "/filter",
@@ -204,7 +202,7 @@ def create_extender_app(
         args, items = parse_args_with_items(await read_body(request, config))
         result, outcome = extender.filter(args, items)
         metrics.record(outcome)
-        return json_response(orjson.dumps(result))
+        return json_response(msgspec.json.encode(result))
 
     @app.post(
         "/prioritize",
