@@ -89,7 +89,9 @@ def test_advice_head_follows_the_named_rule_on_the_state_encoded_last():
         AdviceEncoder(3, WIDTHS, GROUPS, advisors=("slackfit",)).decision(np.array([0]))
     s = state(*SERVERS)
     obs = ADVICE.encode(s)
-    assert np.array_equal(obs, ENCODER.encode(s))  # the same observation as the joint head
+    assert obs.shape == (ADVICE.obs_dim,) == (ENCODER.obs_dim + len(WIDTHS),)
+    assert np.array_equal(obs[: ENCODER.obs_dim], ENCODER.encode(s))  # the joint head's, then
+    assert not obs[ENCODER.obs_dim :].any()  # the offered load: nothing arrived per second yet
     assert ADVICE.head_sizes == (2,) and ADVICE.mask(s).tolist() == [True, True]
     for index, name in enumerate(ADVICE.advisors):
         rule = ROUTERS.create(name).decide(s)
@@ -104,6 +106,22 @@ def test_advice_head_follows_the_named_rule_on_the_state_encoded_last():
     assert ADVICE.imitation("jsq-0.25", agreed).tolist() == [1]  # the teacher's own index
     with pytest.raises(ValueError, match="no advisor made"):
         ADVICE.action(RoutingDecision(2, 1.0, 16))
+
+
+def test_offered_load_is_the_arrival_rate_over_the_available_servers_capacity_per_width():
+    busy = RouterState(
+        0.1, 3, 1, 4, 3, SERVERS, WIDTHS, GROUPS, head_slack_s=0.05, head_location=1
+    )  # 4 images in 0.1 s; the head's last segment: a whole image is 4 x its device time
+    per_s = [
+        1 / (4 * (a - 0.001)) + 1 / (4 * (b - 0.001))
+        for a, b in zip((0.01, 0.02, 0.03, 0.04), (0.03, 0.045, 0.06, 0.09), strict=True)
+    ]
+    assert ADVICE.offered_load(busy) == pytest.approx([min(OBS_CLIP, 40.0 / c) for c in per_s])
+    assert ADVICE.offered_load(busy)[0] < ADVICE.offered_load(busy)[-1]  # wider: more load
+    one_down = (SERVERS[0], view((30, 45, 60, 90), available=False))
+    down = RouterState(0.1, 3, 1, 4, 3, one_down, WIDTHS, GROUPS)
+    alone = [min(OBS_CLIP, 40.0 * 4 * (a - 0.001)) for a in (0.01, 0.02, 0.03, 0.04)]
+    assert ADVICE.offered_load(down) == pytest.approx(alone)  # only available servers count
 
 
 def test_advice_router_checkpoint_round_trip(tmp_path):
