@@ -20,6 +20,7 @@ Modes:
     the first request after a telemetry refresh does.
   * ``floor``: the same stack and request as ``names``, answered with a ready reply (body read
     within the limits, nothing parsed or scored): what HTTP and the machine's load cost alone.
+  * ``floor-nodes``: the same with the request of ``nodes`` (reading 0.8-3.8 MiB bodies).
 
 The server runs in a child process (spawned: the extender as ``hetsched tail extender`` builds
 it, on the shared uvicorn stack); this process is the client: one kept-alive ``http.client``
@@ -164,7 +165,7 @@ def serve(repo: Path | None, mode: str, nodes: int, pipe: Connection) -> None:
     """The child process: serves the extender (or the floor), sends its URL up ``pipe``, stops
     when told."""
     config = ServiceConfig(max_body_bytes=64 * 2**20)
-    if mode == "floor":
+    if mode.startswith("floor"):
         app = floor_app(nodes, config)
     else:
         app = create_extender_app(bench_extender(regressor_from(repo)[0], mode, nodes), config)
@@ -250,7 +251,7 @@ def measure(
         parent.send("stop")
         process.join(60)
     wall, cpu = [0.0], [0.0]  # the floor does no work
-    if mode != "floor":
+    if not mode.startswith("floor"):
         extender = bench_extender(fitted, mode, nodes)
         wall, cpu = in_process(extender, verb_of(mode), body, requests)
     return {
