@@ -9,6 +9,8 @@ line instead of failing on an empty tuple.
 
 from __future__ import annotations
 
+import math
+
 from hetsched.core.errors import ConfigError
 from hetsched.slim.routers.base import RouterState, available_servers
 
@@ -61,6 +63,27 @@ def device_seconds(state: RouterState, server: int, width: int) -> float:
     (the prediction less its transfer and the backlog ahead of it)."""
     view = state.servers[server]
     return view.image_done_s[width] - view.transfer_s - view.backlog_s
+
+
+def offered_load(state: RouterState, num_segments: int = SLIMRESNET_SEGMENTS) -> list[float]:
+    """Per width, the images arriving per second (the mean since the episode began) over what
+    the available servers could finish per second if every image ran at that width alone
+    (infinite with no capacity).
+
+    The capacity comes from the device model's lone time of the head image's remaining
+    segments, scaled to a whole image: segments differ in cost, so it is an estimate, and
+    batching makes the real capacity larger by a factor a rule's target or a policy absorbs.
+    Queues and slack show an overload only once it has done its damage; this shows it from the
+    arrival rate.
+    """
+    rate_per_s = state.arrived / state.now_s if state.now_s > 0 else 0.0
+    scale = num_segments / max(1, num_segments - state.head_segment)
+    servers = available_servers(state)
+    loads = []
+    for width in range(len(state.widths)):
+        per_s = sum(1.0 / max(1e-6, scale * device_seconds(state, i, width)) for i in servers)
+        loads.append(rate_per_s / per_s if per_s > 0 else math.inf)
+    return loads
 
 
 def placed_group(state: RouterState, group_size: int | None) -> int:

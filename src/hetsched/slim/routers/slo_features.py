@@ -34,17 +34,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetsched.slim.routers.base import (
-    ROUTERS,
-    Router,
-    RouterState,
-    RoutingDecision,
-    available_servers,
-)
+from hetsched.slim.routers.base import ROUTERS, Router, RouterState, RoutingDecision
 from hetsched.slim.routers.predictions import (
     SLIMRESNET_SEGMENTS,
-    device_seconds,
     expected_image_done,
+    offered_load,
     predicted_image_done,
 )
 
@@ -256,26 +250,12 @@ class AdviceEncoder(SloEncoder):
         return np.concatenate((super().encode(state), load))
 
     def offered_load(self, state: RouterState) -> list[float]:
-        """Per width, the images arriving per second (the mean since the episode began) over
-        what the available servers could finish per second if every image ran at that width
-        alone; clipped to [0, OBS_CLIP].
-
-        Which rule is right depends on this (SlackFit's wide widths are safe while it is well
-        below 1 at the wide widths, not in an overload), and it is what queues and slack show
-        only after the damage: two clusters with short queues, one at 0.5 and one at 1.2 of its
-        wide-width capacity, look alike until the second one's queues grow. The capacity comes
-        from the device model's lone time of the head image's remaining segments, scaled to a
-        whole image (segments differ in cost, so this is an estimate; batching makes the real
-        capacity larger by a factor the policy learns).
-        """
-        rate_per_s = state.arrived / state.now_s if state.now_s > 0 else 0.0
-        scale = self.num_segments / max(1, self.num_segments - state.head_segment)
-        servers = available_servers(state)
-        loads = []
-        for width in range(len(self.widths)):
-            per_s = sum(1.0 / max(1e-6, scale * device_seconds(state, i, width)) for i in servers)
-            loads.append(min(OBS_CLIP, rate_per_s / per_s) if per_s > 0 else OBS_CLIP)
-        return loads
+        """:func:`~hetsched.slim.routers.predictions.offered_load` per width, clipped to
+        [0, OBS_CLIP]. Which rule is right depends on it (SlackFit's wide widths are safe well
+        below 1 at the wide widths, not in an overload): two clusters with short queues, one at
+        half its wide-width capacity and one above it, look alike until the second one's queues
+        grow."""
+        return [min(OBS_CLIP, load) for load in offered_load(state, self.num_segments)]
 
     def advice(self, state: RouterState) -> list[RoutingDecision]:
         """Each advisor's decision on ``state``, kept for :meth:`decision`."""
