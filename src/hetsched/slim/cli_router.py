@@ -114,6 +114,11 @@ def train_router_command(
         " score), per-episode, or a rule name.",
     ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
+    dagger_rounds: int | None = typer.Option(
+        None,
+        help="learned: DAgger rounds after cloning (the policy drives fresh episodes, the"
+        " teachers label its states, it is cloned again; default 0).",
+    ),
     resume: bool = typer.Option(
         False, help="learned: continue from OUT/train-state.pt (same settings; --steps may grow)."
     ),
@@ -126,11 +131,13 @@ def train_router_command(
     if images is not None and images < 1:
         raise ConfigError(f"--images: expected at least 1 image, got {images}")
     if method == "ppo":
-        learned_only = (scenarios, advisors, action, advantage, teacher, demo_episodes, resume)
+        learned_only = (
+            scenarios, advisors, action, advantage, teacher, demo_episodes, dagger_rounds, resume,
+        )  # fmt: skip
         if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
-                "--scenarios, --advisors, --action, --advantage, --teacher, --demo-episodes and"
-                " --resume apply to --method learned"
+                "--scenarios, --advisors, --action, --advantage, --teacher, --demo-episodes,"
+                " --dagger-rounds and --resume apply to --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -154,6 +161,7 @@ def train_router_command(
         "ppo_steps": steps,
         "rollout": rollout,
         "demo_episodes": demo_episodes,
+        "dagger_rounds": dagger_rounds,
         "seed": seed,
     }
     config = validate_config(

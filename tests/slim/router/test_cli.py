@@ -64,11 +64,12 @@ def test_train_the_advice_router_with_gae(tmp_path):
     invoke("train-router", "--scenarios", "lan-1.5x", "--advisors", "jsq-0.25,slackfit",
            "--images", "40", "--demo-episodes", "2", "--rollout", "32", "--steps", "64",
            "--action", "advice", "--teacher", "per-episode", "--advantage", "gae",
+           "--dagger-rounds", "1",
            "--out", str(tmp_path))  # fmt: skip
     router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
     assert router.encoder.kind == "advice" and router.encoder.head_sizes == (2,)
     rows = (tmp_path / "learned-curves.csv").read_text().splitlines()
-    assert len(rows) == 1 + 1 + 1  # header, cloning, one chunk of 64 decisions
+    assert len(rows) == 1 + 1 + 1 + 1  # header, cloning, a DAgger round, 64 PPO decisions
 
 
 def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
@@ -78,7 +79,8 @@ def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
                  ["--scenarios", "failure"], ["--method", "ppo", "--teacher", "slackfit"],
                  ["--teacher", "nope"], ["--advisors", "nope"], ["--method", "ppo",
                  "--action", "advice"], ["--method", "ppo", "--advantage", "gae"],
-                 ["--action", "nope"], ["--advantage", "nope"],
+                 ["--action", "nope"], ["--advantage", "nope"], ["--method", "ppo",
+                 "--dagger-rounds", "1"], ["--dagger-rounds", "-1"],
                  ["--action", "advice", "--teacher", "least-loaded"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
         assert isinstance(result.exception, ConfigError | UnknownNameError), args

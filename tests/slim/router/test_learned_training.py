@@ -2,11 +2,17 @@
 
 import csv
 
+import numpy as np
 import pytest
 import torch
 
 from hetsched.core.errors import ConfigError, DataError
-from hetsched.slim.router_training.behaviour_cloning import clone, collect_demonstrations
+from hetsched.slim.router_training.behaviour_cloning import (
+    Demonstrations,
+    clone,
+    collect_demonstrations,
+    record_episode,
+)
 from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.learned_training import (
     LearnedRouterConfig,
@@ -101,3 +107,26 @@ def test_advice_training_starts_as_its_teacher_and_refuses_a_teacher_it_cannot_f
         train_learned_router(
             TINY.model_copy(update={"action": "advice", "teacher": "jsq-0.5"}), tmp_path / "x"
         )
+
+
+def test_dagger_records_the_teachers_labels_on_the_states_the_driver_leads_to():
+    mix = training_mix(["lan-1.5x"], images=60, randomize=False)
+    encoder = mix_encoder(mix, ("jsq-0.25", "slackfit"), "advice")
+    env = SlimRoutingEnv(mix.cluster, encoder, REWARD_PRESETS["slo"])
+    demos = Demonstrations()
+    record_episode(env, "slackfit", 3, demos, driver=ROUTERS.create("jsq-0.25"))
+    assert {int(action[0]) for action in demos.actions} == {1}  # every label: slackfit's index
+    alone = Demonstrations()  # the same episode with jsq-0.25 acting and labelling
+    record_episode(env, "jsq-0.25", 3, alone)
+    assert {int(action[0]) for action in alone.actions} == {0}
+    assert len(demos) == len(alone) > 50
+    assert all(np.array_equal(a, b) for a, b in zip(demos.obs, alone.obs, strict=True))
+
+
+def test_dagger_rounds_are_validated_after_cloning(tmp_path):
+    config = TINY.model_copy(update={"action": "advice", "teacher": "per-episode",
+                                     "dagger_rounds": 2, "ppo_steps": 0})  # fmt: skip
+    result = train_learned_router(config, tmp_path / "dagger", progress=False)
+    assert [row["phase"] for row in result.history] == ["bc", "dagger", "dagger"]
+    router = ROUTERS.create("learned", checkpoint=result.checkpoint)
+    assert router.encoder.kind == "advice"

@@ -52,9 +52,22 @@ class Demonstrations:
         return len(self.actions)
 
 
-def record_episode(env: SlimRoutingEnv, teacher_name: str, seed: int, into: Demonstrations) -> None:
-    """Runs the registered rule ``teacher_name`` through ``env`` for one episode and appends
-    its imitable decisions."""
+def record_episode(
+    env: SlimRoutingEnv,
+    teacher_name: str,
+    seed: int,
+    into: Demonstrations,
+    driver: Router | None = None,
+) -> None:
+    """Runs one episode through ``env`` and appends, for every decision, the action that
+    imitates the registered rule ``teacher_name`` there.
+
+    Without ``driver`` the teacher also acts (plain behaviour cloning). With one, the driver
+    acts and the teacher only labels (DAgger, Ross et al. 2011): the states recorded are the
+    ones the driver's own mistakes lead to, which cloning from the teacher's episodes never
+    shows (a clone that follows SlackFit a little too long into an overload has never seen the
+    queues that follow, nor what the teacher does about them).
+    """
     teacher: Router = ROUTERS.create(teacher_name, seed=seed)
     encoder = env.encoder
     obs, info = env.reset(seed=seed)
@@ -63,6 +76,7 @@ def record_episode(env: SlimRoutingEnv, teacher_name: str, seed: int, into: Demo
     terminated = False
     while not terminated:
         action = encoder.imitation(teacher_name, teacher.decide(env.router_state))
+        acted = action if driver is None else encoder.action(driver.decide(env.router_state))
         decision_id, mask = info["decision_id"], info["action_mask"]
         if _allowed(action, mask, encoder.head_sizes):
             index_of[decision_id] = len(into.actions)
@@ -72,7 +86,7 @@ def record_episode(env: SlimRoutingEnv, teacher_name: str, seed: int, into: Demo
             into.rewards.append(0.0)
         else:
             into.masked_out += 1
-        obs, _reward, terminated, _truncated, info = env.step(action)
+        obs, _reward, terminated, _truncated, info = env.step(acted)
         pending_rewards.update(dict(info["reward_credits"]))
     for decision_id, reward in pending_rewards.items():
         if decision_id in index_of:
@@ -97,7 +111,9 @@ def collect_demonstrations(
     seeds: list[int],
     score: Callable[[SlimCluster, Router], float],
     *,
+    driver: Router | None = None,
     progress: bool = False,
+    into: Demonstrations | None = None,
 ) -> Demonstrations:
     """The teacher's decisions on each episode of ``seeds`` (of the best of several teachers on
     that episode).
@@ -108,8 +124,10 @@ def collect_demonstrations(
         teachers: Rule names: the teacher, or the candidates of each episode.
         seeds: Demonstration episode seeds.
         score: Scores a rule on a fresh cluster (higher is better; used with several teachers).
+        driver: A policy that acts while the teachers only label (see :func:`record_episode`).
+        into: Demonstrations to append to (default: new ones).
     """
-    demos = Demonstrations()
+    demos = Demonstrations() if into is None else into
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("demonstrations", total=len(seeds))
         for seed in seeds:
@@ -120,7 +138,7 @@ def collect_demonstrations(
             teacher = max(scores, key=scores.__getitem__) if scores else teachers[0]
             demos.teachers[teacher] = demos.teachers.get(teacher, 0) + 1
             env = make_env(partial(_fixed_episode, make_cluster, seed))
-            record_episode(env, teacher, seed, demos)
+            record_episode(env, teacher, seed, demos, driver)
             bar.advance(task)
     return demos
 

@@ -87,6 +87,10 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     """Reward preset (``slo``: eq. 7 + the SLO term; ``efficiency``/``balanced``: eq. 7 exact)."""
     demo_episodes: int = Field(36, ge=1)
     """Demonstration episodes for behaviour cloning."""
+    dagger_rounds: int = Field(0, ge=0)
+    """Rounds of DAgger after cloning: the greedy policy drives ``demo_episodes`` fresh
+    episodes, the teachers label every state it visits, and the policy is cloned again on all
+    demonstrations so far (each round validated and kept if it scores best)."""
     bc_epochs: int = Field(15, ge=1)
     bc_learning_rate: float = Field(3e-3, gt=0)
     ppo_steps: int = Field(120_000, ge=0)
@@ -244,6 +248,37 @@ def train_learned_router(
         history = [_row("bc", 0, cloned, selection=selection, agreement=fit[-1]["agreement"])]
         state = TrainingState(history, references, demos.teachers, best_attainment, selection)
         save_router(router_path, policy, encoder, config.hidden_sizes, metadata)
+        for round_number in range(1, config.dagger_rounds + 1):
+            first_seed = config.seed * 100_000 + round_number * config.demo_episodes
+            collect_demonstrations(
+                make_env,
+                mix.cluster,
+                _teachers(config, references),
+                list(range(first_seed, first_seed + config.demo_episodes)),
+                lambda cluster, router: episode_score(cluster, router).score,
+                driver=greedy(first_seed),
+                progress=progress,
+                into=demos,
+            )
+            fit = clone(
+                policy,
+                demos,
+                epochs=config.bc_epochs,
+                learning_rate=config.bc_learning_rate,
+                seed=config.seed + round_number,
+            )
+            scores = validate(greedy, episodes)
+            selection = selection_score(scores, best_attainment)
+            console.print(
+                f"DAgger round {round_number}: {len(demos)} decisions, agreement"
+                f" {fit[-1]['agreement']:.3f}; validation {mean_score(list(scores.values()))}",
+                highlight=False,
+            )
+            history.append(_row("dagger", 0, mean_score(list(scores.values())),
+                                selection=selection, agreement=fit[-1]["agreement"]))  # fmt: skip
+            if selection > state.best_score:
+                state.best_score = selection
+                save_router(router_path, policy, encoder, config.hidden_sizes, metadata)
         _save_state(state_path, policy, config, state)
     chunk_steps = config.chunk_updates * config.rollout
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
