@@ -73,8 +73,8 @@ def scenarios_command() -> None:
 def train_router_command(
     method: str = typer.Option(
         "learned",
-        help="learned: behaviour cloning from the best rule + PPO fine-tuning over the training"
-        " scenarios, extended features, SLO reward; ppo: the paper's PPO on one scenario.",
+        help="learned: behaviour cloning of the best rule per episode + DAgger over the training"
+        " scenarios, choosing which rule to follow; ppo: the paper's PPO on one scenario.",
     ),
     preset: str | None = typer.Option(
         None,
@@ -84,7 +84,7 @@ def train_router_command(
         None, help="ppo: YAML with reward weights (overrides preset)."
     ),
     steps: int | None = typer.Option(
-        None, help="PPO decisions (default: 120000 fine-tuning for learned, 30000 for ppo)."
+        None, help="PPO decisions (default: none after DAgger for learned, 30000 for ppo)."
     ),
     rollout: int = typer.Option(1024, help="Decisions per PPO update."),
     seed: int = typer.Option(0),
@@ -100,8 +100,8 @@ def train_router_command(
     ),
     action: str | None = typer.Option(
         None,
-        help="learned: placement (default: the joint server-width head and the group size) or"
-        " advice (which advisor rule to follow at each decision).",
+        help="learned: advice (default: which advisor rule to follow at each decision) or"
+        " placement (the joint server-width head and the group size).",
     ),
     advantage: str | None = typer.Option(
         None,
@@ -110,14 +110,14 @@ def train_router_command(
     ),
     teacher: str | None = typer.Option(
         None,
-        help="learned: rule to clone: best (default: the advisor with the best validation"
-        " score), per-episode, or a rule name.",
+        help="learned: rule to clone: per-episode (default: each demonstration episode's best"
+        " advisor), best (the best on validation), or a rule name.",
     ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
     dagger_rounds: int | None = typer.Option(
         None,
         help="learned: DAgger rounds after cloning (the policy drives fresh episodes, the"
-        " teachers label its states, it is cloned again; default 0).",
+        " teachers label its states, it is cloned again; default 3).",
     ),
     resume: bool = typer.Option(
         False, help="learned: continue from OUT/train-state.pt (same settings; --steps may grow)."

@@ -57,7 +57,7 @@ def test_train_the_learned_router_then_resume(tmp_path):
     assert (tmp_path / "learned.pt").is_file() and (tmp_path / "learned-curves.png").is_file()
     invoke(*args, "--steps", "96", "--resume")
     rows = (tmp_path / "learned-curves.csv").read_text().splitlines()
-    assert len(rows) == 1 + 1 + 2  # header, cloning, a chunk of 64 decisions and one of 32
+    assert len(rows) == 1 + 1 + 3 + 2  # header, cloning, 3 DAgger rounds, 64 + 32 PPO decisions
 
 
 def test_train_the_advice_router_with_gae(tmp_path):

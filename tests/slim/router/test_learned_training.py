@@ -33,7 +33,8 @@ from hetsched.slim.sim.scenario_catalog import load_scenario
 TINY = LearnedRouterConfig(
     scenarios=("lan-1.5x", "bursty-3x"), images=60, advisors=("jsq-0.25", "slackfit"),
     demo_episodes=2, bc_epochs=3, ppo_steps=128, rollout=32, chunk_updates=2,
-    validation_episodes=1, hidden_sizes=(16,),
+    validation_episodes=1, hidden_sizes=(16,), action="placement", teacher="best",
+    dagger_rounds=0,
 )  # fmt: skip
 
 

@@ -71,30 +71,32 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
 
     scenarios: tuple[str, ...] = ()
     """Training scenarios by name or YAML path (empty: every shipped one not held out)."""
-    images: int = Field(1000, ge=1)
-    """Images per training, demonstration and validation episode."""
+    images: int = Field(3000, ge=1)
+    """Images per training and demonstration episode (3,000: long enough for an overloaded
+    rule's queues to show, so the per-episode teacher is not a rule that only looks safe)."""
     randomize: bool = True
     """Perturb training episodes (load, burstiness, link, server speed)."""
     advisors: tuple[str, ...] = DEFAULT_ADVISORS
     """Rules seen as features."""
-    action: Literal["placement", "advice"] = "placement"
+    action: Literal["placement", "advice"] = "advice"
     """Action head: ``placement`` (the joint server-width placement and the group size) or
     ``advice`` (which advisor rule to follow at each decision)."""
-    teacher: str = "best"
+    teacher: str = "per-episode"
     """Rule to clone: ``best`` (the advisor with the best validation score), ``per-episode``
     (each demonstration episode's best advisor) or a rule name."""
     preset: str = "slo"
     """Reward preset (``slo``: eq. 7 + the SLO term; ``efficiency``/``balanced``: eq. 7 exact)."""
     demo_episodes: int = Field(36, ge=1)
     """Demonstration episodes for behaviour cloning."""
-    dagger_rounds: int = Field(0, ge=0)
+    dagger_rounds: int = Field(3, ge=0)
     """Rounds of DAgger after cloning: the greedy policy drives ``demo_episodes`` fresh
     episodes, the teachers label every state it visits, and the policy is cloned again on all
     demonstrations so far (each round validated and kept if it scores best)."""
     bc_epochs: int = Field(15, ge=1)
     bc_learning_rate: float = Field(3e-3, gt=0)
-    ppo_steps: int = Field(120_000, ge=0)
-    """Fine-tuning decisions (0: cloning only)."""
+    ppo_steps: int = Field(0, ge=0)
+    """PPO fine-tuning decisions after cloning and DAgger (0: none; with the advice head it was
+    unstable on every run tried, see docs/slim/learned-router.md)."""
     rollout: int = Field(1024, ge=8)
     """Decisions per PPO update."""
     chunk_updates: int = Field(8, ge=1)
