@@ -1,24 +1,27 @@
-"""Training the learned router: behaviour cloning from the best rule, then PPO fine-tuning.
+"""Training the learned router: behaviour cloning of the rules, DAgger, optional PPO fine-tuning.
 
 Beyond the paper's pure PPO (issue 19: give the learner every fair advantage a practitioner
-would), in four steps:
+would), in five steps:
 
 1. **Teachers' references.** Every advisor rule runs on the validation episodes (the training
    scenarios as named, seeds no training episode uses); their scores are the bar.
-2. **Behaviour cloning** (:mod:`~hetsched.slim.router_training.behaviour_cloning`) of the rule with
-   the best validation score (or another ``teacher``), over the randomised training mix
+2. **Behaviour cloning** (:mod:`~hetsched.slim.router_training.behaviour_cloning`) of each
+   demonstration episode's best rule (default) or of one rule, over the randomised training mix
    (:mod:`~hetsched.slim.router_training.scenario_mix`), with the extended observation and the
-   masked joint placement head (:class:`~hetsched.slim.routers.slo_features.SloEncoder`).
-3. **PPO fine-tuning** (:func:`hetsched.rl.train`, Slim eqs. 8-13: one-step returns, clipped
-   surrogate, K epochs, ε-mixed exploration on the placement head) on the SLO reward (eq. 7 +
-   ζ m_t, :mod:`hetsched.slim.routers.reward`), in chunks of a few updates. Each chunk has its own
-   seed and a fresh optimiser, so a run resumed from the state saved after a chunk continues
-   exactly as the uninterrupted run would.
-4. **Selection.** After cloning and after every chunk the greedy policy is scored on the
-   validation episodes; ``learned.pt`` is always the best policy so far by
+   advisor-choice head (default, :class:`~hetsched.slim.routers.slo_features.AdviceEncoder`) or
+   the masked joint placement head (:class:`~hetsched.slim.routers.slo_features.SloEncoder`).
+3. **DAgger** (default three rounds): the greedy policy drives fresh episodes, the teachers label
+   the states it reaches, and it is cloned again on every demonstration so far.
+4. **PPO fine-tuning** (off by default; :func:`hetsched.rl.train`, Slim eqs. 8-13: one-step
+   returns or GAE, clipped surrogate, K epochs, ε-mixed exploration on the first head) on the SLO
+   reward (eq. 7 + ζ m_t, :mod:`hetsched.slim.routers.reward`), in chunks of a few updates. Each
+   chunk has its own seed and a fresh optimiser, so a run resumed from the state saved after a
+   chunk continues exactly as the uninterrupted run would.
+5. **Selection.** After cloning, every DAgger round and every chunk the greedy policy is scored
+   on the validation episodes; ``learned.pt`` is always the best policy so far by
    :func:`~hetsched.slim.router_training.validation.selection_score` (the mean score, less what
-   it falls short of the best rule's SLO attainment on any scenario), so fine-tuning can improve
-   on the cloned rule but never leave the router worse than it.
+   it falls short of the best rule's SLO attainment on any scenario), so later steps can improve
+   on the clone but never leave the router worse than it.
 """
 
 from __future__ import annotations

@@ -312,9 +312,10 @@ class PPORouter(Router):
 
 @ROUTERS.register("learned")
 class LearnedRouter(PPORouter):
-    """The router ``hetsched slim train-router`` trains (behaviour cloning from the best rule,
-    then PPO fine-tuning): a :class:`PPORouter` that takes each head's most likely action unless
-    told to sample, since its checkpoint is the policy that scored best when acting greedily.
+    """The router ``hetsched slim train-router`` trains (cloning of the rules and DAgger,
+    optionally PPO fine-tuning): a :class:`PPORouter` that takes each head's most likely action
+    unless told to sample, since its checkpoint is the policy that scored best when acting
+    greedily.
 
     Without a checkpoint or a policy it loads the router shipped with the package (trained with
     ``hetsched slim train-router --seed 0``; its data card says at which commit), so
