@@ -1,16 +1,17 @@
-"""Live capacity of CPU servers: images per second a saturated live Slim cluster completes.
+"""Live capacity of live servers: images per second a saturated live Slim cluster completes.
 
 Issue 19, item 6 scales the live scenarios' load to what the live servers can serve (the
 simulated scenarios' rates are for simulated GPUs). This measures it the way
 :mod:`hetsched.slim.sim.capacity` measures a simulated server: every image arrives at once
 (a saturating burst), each server takes them in its largest group at one fixed width
 (join-the-shortest-queue at that width), and the capacity is images over the time from the burst
-to the last completion. The servers are live ``TorchBackend`` executors on this machine, so the
+to the last completion. The servers are live ``TorchBackend`` executors on this machine (one per
+device named, ``cpu`` or ``cuda[:N]``; a GPU and a CPU server make a heterogeneous pair), so the
 figure includes the contention of whatever else runs here: the output records the load average
 and this process's CPU time beside the wall time.
 
     python benchmarks/bench_slim_live_capacity.py --checkpoint runs/slim-model/checkpoint.pt \
-        --servers 1,2 --widths 1.0,0.25 --images 600 --out runs/live-capacity.json
+        --devices "cpu;cpu,cpu" --widths 1.0,0.25 --images 600 --out runs/live-capacity.json
 """
 
 from __future__ import annotations
@@ -34,18 +35,18 @@ BURST_RATE_PER_S = 1e6
 
 
 def live_capacity_per_s(
-    checkpoint: Path, servers: int, width: float, images: int, seed: int = 0
+    checkpoint: Path, devices: tuple[str, ...], width: float, images: int, seed: int = 0
 ) -> float:
-    """Images per second ``servers`` live CPU servers complete, saturated at ``width``."""
+    """Images per second live servers on ``devices`` complete, saturated at ``width``."""
     scenario = ScenarioConfig(
-        servers=("cpu",) * servers,
+        servers=("cpu",) * len(devices),
         link="loopback",
         arrival="poisson",
         rate_per_s=BURST_RATE_PER_S,
         num_images=images,
     )
     router = ROUTERS.create(f"jsq-{width}", seed=seed)
-    setup = LiveSetup.open(checkpoint, servers, scenario.widths)
+    setup = LiveSetup.open(checkpoint, len(devices), scenario.widths, devices)
     cluster = build_cluster(scenario, seed, live=setup)
     try:
         cluster.run(router)
@@ -57,32 +58,37 @@ def live_capacity_per_s(
 
 
 def main() -> None:
-    """Parses the options, measures every (servers, width) cell, prints and saves the table."""
+    """Parses the options, measures every (devices, width) cell, prints and saves the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--servers", default="1,2", help="Comma-separated server counts.")
+    parser.add_argument(
+        "--devices",
+        default="cpu;cpu,cpu",
+        help="Clusters to measure, ';'-separated; each a comma-separated device per server.",
+    )
     parser.add_argument("--widths", default="1.0,0.25", help="Comma-separated widths.")
     parser.add_argument("--images", type=int, default=600, help="Images in each burst.")
     parser.add_argument("--out", type=Path, default=Path("runs/live-capacity.json"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     table = Table(title="live capacity (images/s, saturated, one fixed width)")
-    for column in ("servers", "width", "images/s", "wall s", "CPU s", "load avg (1 min)"):
+    for column in ("devices", "width", "images/s", "wall s", "CPU s", "load avg (1 min)"):
         table.add_column(column, justify="right")
     rows = []
-    for servers in (int(s) for s in args.servers.split(",")):
+    for cluster_devices in args.devices.split(";"):
+        devices = tuple(device.strip() for device in cluster_devices.split(","))
         for width in (float(w) for w in args.widths.split(",")):
             wall_start_s, cpu_start_s = time.perf_counter(), time.process_time()
-            capacity = live_capacity_per_s(args.checkpoint, servers, width, args.images)
+            capacity = live_capacity_per_s(args.checkpoint, devices, width, args.images)
             wall_s = time.perf_counter() - wall_start_s
             cpu_s = time.process_time() - cpu_start_s
             load = os.getloadavg()[0]
             rows.append(
-                {"servers": servers, "width": width, "images_per_s": capacity,
-                 "wall_s": wall_s, "cpu_s": cpu_s, "load_avg_1min": load}
+                {"servers": len(devices), "devices": list(devices), "width": width,
+                 "images_per_s": capacity, "wall_s": wall_s, "cpu_s": cpu_s, "load_avg_1min": load}
             )  # fmt: skip
             table.add_row(
-                str(servers), f"{width:g}", f"{capacity:.1f}", f"{wall_s:.1f}", f"{cpu_s:.1f}",
+                ",".join(devices), f"{width:g}", f"{capacity:.1f}", f"{wall_s:.1f}", f"{cpu_s:.1f}",
                 f"{load:.1f}",
             )  # fmt: skip
     Console().print(table)

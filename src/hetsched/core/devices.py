@@ -74,6 +74,8 @@ DEVICES: dict[str, DeviceSpec] = {
         _gpu("v100", 15.7, 32, 900, 40.0, 300.0),
         _gpu("a100", 19.5, 80, 2039, 50.0, 400.0),
         _gpu("h100", 67.0, 80, 3350, 70.0, 700.0),
+        # H200 SXM: the H100's compute with 141 GB of HBM3e at 4.8 TB/s (datasheet).
+        _gpu("h200", 67.0, 141, 4800, 70.0, 700.0),
         # Two cores of an AVX-512 server CPU: benchmarks/RESULTS.md measured ~300 GFLOP/s on
         # batch-32 segments here, so most of the peak is reached; dispatch costs ~0.3 ms a batch.
         DeviceSpec(

@@ -14,7 +14,11 @@ ones did not:
   estimate, and every figure made from it carries the source so that it is never read as measured.
 
 Every meter counts joules from its creation (:meth:`EnergyMeter.energy_j`) and reports the mean
-power since the previous :meth:`EnergyMeter.power_w` call.
+power since the previous :meth:`EnergyMeter.power_w` call. A meter whose counter is costly to read
+(NVML: a driver call, milliseconds on a virtual machine) sets ``min_read_interval_s``: a
+``power_w`` call closer than that to the previous read returns the previous figure. The router's
+telemetry asks for power at every segment completion, so unthrottled NVML reads were most of the
+live GPU path's time (benchmarks/RESULTS.md "GPU round on an H200").
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from hetsched.core.devices import DeviceSpec
-from hetsched.core.nvml import NvmlUnavailableError, nvml_handle
+from hetsched.core.nvml import NVML_MIN_READ_INTERVAL_S, NvmlUnavailableError, nvml_handle
 from hetsched.core.utilization import UtilizationReader
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
@@ -43,11 +47,14 @@ class EnergyMeter(ABC):
 
     source: str
     explanation: str
+    min_read_interval_s: float = 0.0
+    """``power_w`` reads the counter at most this often; closer calls get the previous figure."""
 
     def __init__(self) -> None:
         self._start_j = self._counter_j()
         self._last_s = time.monotonic()
         self._last_j = self._start_j
+        self._last_power_w = 0.0
 
     @abstractmethod
     def _counter_j(self) -> float:
@@ -58,14 +65,16 @@ class EnergyMeter(ABC):
         return self._counter_j() - self._start_j
 
     def power_w(self) -> float:
-        """Mean power in watts since the previous call (the first call: since creation)."""
-        now_s, now_j = time.monotonic(), self._counter_j()
+        """Mean power in watts since the previous read (the first: since creation); within
+        ``min_read_interval_s`` of it, that read's figure (0 before a first interval)."""
+        now_s = time.monotonic()
         elapsed_s = now_s - self._last_s
-        if elapsed_s <= 0:
-            return 0.0
-        power_w = (now_j - self._last_j) / elapsed_s
+        if elapsed_s <= 0 or elapsed_s < self.min_read_interval_s:
+            return self._last_power_w
+        now_j = self._counter_j()
+        self._last_power_w = (now_j - self._last_j) / elapsed_s
         self._last_s, self._last_j = now_s, now_j
-        return power_w
+        return self._last_power_w
 
 
 class NvmlEnergyMeter(EnergyMeter):
@@ -76,6 +85,7 @@ class NvmlEnergyMeter(EnergyMeter):
     """
 
     source = "nvml"
+    min_read_interval_s = NVML_MIN_READ_INTERVAL_S
 
     def __init__(self, cuda_index: int) -> None:
         self._pynvml, self._handle = nvml_handle(cuda_index)

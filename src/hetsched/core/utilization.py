@@ -14,11 +14,12 @@ Every reader has a ``source`` naming where its figures come from.
 from __future__ import annotations
 
 import importlib
+import math
 import time
 from typing import Any, Literal, Protocol
 
 from hetsched.core.errors import ConfigError
-from hetsched.core.nvml import nvml_handle
+from hetsched.core.nvml import NVML_MIN_READ_INTERVAL_S, nvml_handle
 
 MIN_INTERVAL_S = 0.1
 """CPU times advance in clock ticks (10 ms on Linux), so a reading over a shorter interval than
@@ -94,11 +95,23 @@ class CpuUtilization:
 
 
 class NvmlUtilization:
-    """NVML's GPU utilisation rate of CUDA device ``cuda_index`` (the driver's last sample)."""
+    """NVML's GPU utilisation rate of CUDA device ``cuda_index`` (the driver's last sample).
 
-    def __init__(self, cuda_index: int) -> None:
+    Read at most every ``min_interval_s`` (the previous value in between): the driver updates the
+    rate once per sample period (1/6 s to 1 s), and each read is a driver call that CANLOAD and the
+    router's telemetry would otherwise make several times per image.
+    """
+
+    def __init__(self, cuda_index: int, min_interval_s: float = NVML_MIN_READ_INTERVAL_S) -> None:
         self._pynvml, self._handle = nvml_handle(cuda_index)
         self.source = "nvml"
+        self.min_interval_s = min_interval_s
+        self._last_s = -math.inf
+        self._last_pct = 0.0
 
     def utilization_pct(self) -> float | None:
-        return float(self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+        now_s = time.monotonic()
+        if now_s - self._last_s >= self.min_interval_s:
+            self._last_pct = float(self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+            self._last_s = now_s
+        return self._last_pct

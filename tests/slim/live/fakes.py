@@ -21,6 +21,8 @@ class FakePynvml:
         self.mj_per_read = mj_per_read
         self.energy_supported = energy_supported
         self.handles: list[object] = []
+        self.reads = {"energy": 0, "utilization": 0}
+        """Driver calls per figure (a real one costs milliseconds on a virtual machine)."""
 
     def nvmlInit(self) -> None:  # noqa: N802
         pass
@@ -38,10 +40,12 @@ class FakePynvml:
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:  # noqa: N802
         if not self.energy_supported:
             raise FakeNvmlError("Not Supported")
+        self.reads["energy"] += 1
         self.energy_mj += self.mj_per_read
         return self.energy_mj
 
     def nvmlDeviceGetUtilizationRates(self, handle: object) -> SimpleNamespace:  # noqa: N802
+        self.reads["utilization"] += 1
         return SimpleNamespace(gpu=37, memory=12)
 
 

@@ -15,7 +15,7 @@ from hetsched.core.energy import (
     RaplUnavailableError,
     best_meter,
 )
-from hetsched.core.nvml import NvmlUnavailableError
+from hetsched.core.nvml import NVML_MIN_READ_INTERVAL_S, NvmlUnavailableError
 from hetsched.core.utilization import MIN_INTERVAL_S, CpuUtilization, NvmlUtilization
 from tests.slim.live.fakes import FakePynvml, rapl_tree, set_rapl
 
@@ -45,7 +45,30 @@ def test_nvml_meter_reads_millijoules_as_joules(fake_nvml: FakePynvml) -> None:
     assert meter.source == "nvml" and "NVML" in meter.explanation
     # Each read advances the fake counter by 500 mJ: creation read one, this read another.
     assert meter.energy_j() == pytest.approx(0.5)
+    time.sleep(meter.min_read_interval_s)
     assert meter.power_w() > 0
+
+
+def test_nvml_reads_are_throttled(fake_nvml: FakePynvml, monkeypatch) -> None:
+    """Telemetry asks for power and utilisation at every segment completion; the driver is
+    called at most once per NVML_MIN_READ_INTERVAL_S per figure, the value held in between."""
+    clock = [100.0]
+    monkeypatch.setattr("hetsched.core.energy.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("hetsched.core.utilization.time.monotonic", lambda: clock[0])
+    meter, reader = NvmlEnergyMeter(0), NvmlUtilization(0)
+    energy_reads = fake_nvml.reads["energy"]  # the constructor's probe and first reading
+    assert reader.utilization_pct() == 37.0 and fake_nvml.reads["utilization"] == 1
+    clock[0] += 2 * NVML_MIN_READ_INTERVAL_S
+    first_w = meter.power_w()
+    assert first_w == pytest.approx(0.5 / (2 * NVML_MIN_READ_INTERVAL_S))
+    for _ in range(100):
+        clock[0] += NVML_MIN_READ_INTERVAL_S / 400
+        assert meter.power_w() == first_w and reader.utilization_pct() == 37.0
+    assert fake_nvml.reads == {"energy": energy_reads + 1, "utilization": 2}
+    clock[0] += NVML_MIN_READ_INTERVAL_S
+    assert meter.power_w() == pytest.approx(0.5 / (1.25 * NVML_MIN_READ_INTERVAL_S))
+    reader.utilization_pct()
+    assert fake_nvml.reads == {"energy": energy_reads + 2, "utilization": 3}
 
 
 def test_nvml_maps_cuda_visible_devices(fake_nvml: FakePynvml, monkeypatch) -> None:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from hetsched.cli import typer_app
 from hetsched.core.devices import DEVICES, load_device
 from hetsched.core.errors import HetschedError
+from hetsched.slim.live.devices import device_spec_for
 from hetsched.slim.live.profile_cells import ProfileCell
 from hetsched.slim.live.profile_fit import find_knee, fit_line, fit_profile
 
@@ -95,3 +96,17 @@ def test_profile_cuda_without_cuda_is_a_clear_error(tmp_path) -> None:
     result = CliRunner().invoke(typer_app, args)
     assert isinstance(result.exception, HetschedError)
     assert "'cuda:3': CUDA is not available on this machine" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("gpu_name", "spec_name"),
+    [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("Tesla T4", "t4")],
+)
+def test_live_gpu_names_find_their_datasheet_spec(monkeypatch, gpu_name, spec_name) -> None:
+    """The lent H200 had no spec, so profiling it (the way to make one) stopped; the name the
+    driver reports picks the spec, with this GPU's memory."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: gpu_name)
+    properties = type("Properties", (), {"total_memory": 123 * 2**30})()
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: properties)
+    spec = device_spec_for(torch.device("cuda", 0))
+    assert spec.name == spec_name and spec.memory_bytes == 123 * 2**30
