@@ -113,6 +113,12 @@ def train_router_command(
         help="learned: rule to clone: per-episode (default: each demonstration episode's best"
         " advisor), best (the best on validation), or a rule name.",
     ),
+    teacher_choice: str | None = typer.Option(
+        None,
+        help="learned: with per-episode teachers, score (default: attainment + half the"
+        " accuracy) or attainment-first (the most accurate rule within half a point of the"
+        " episode's best attainment).",
+    ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
     dagger_rounds: int | None = typer.Option(
         None,
@@ -132,12 +138,13 @@ def train_router_command(
         raise ConfigError(f"--images: expected at least 1 image, got {images}")
     if method == "ppo":
         learned_only = (
-            scenarios, advisors, action, advantage, teacher, demo_episodes, dagger_rounds, resume,
+            scenarios, advisors, action, advantage, teacher, teacher_choice, demo_episodes,
+            dagger_rounds, resume,
         )  # fmt: skip
         if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
-                "--scenarios, --advisors, --action, --advantage, --teacher, --demo-episodes,"
-                " --dagger-rounds and --resume apply to --method learned"
+                "--scenarios, --advisors, --action, --advantage, --teacher, --teacher-choice,"
+                " --demo-episodes, --dagger-rounds and --resume apply to --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -156,6 +163,7 @@ def train_router_command(
         "action": action,
         "advantage": advantage,
         "teacher": teacher,
+        "teacher_choice": teacher_choice,
         "preset": preset,
         "images": images,
         "ppo_steps": steps,

@@ -55,7 +55,7 @@ def test_cloning_the_best_rule_reproduces_it():
     weights = REWARD_PRESETS["slo"]
     demos = collect_demonstrations(
         lambda make: SlimRoutingEnv(make, encoder, weights), mix.cluster,
-        ("jsq-0.5", "jsq-0.25"), [0, 1], lambda c, r: episode_score(c, r).score,
+        ("jsq-0.5", "jsq-0.25"), [0, 1], episode_score,
     )  # fmt: skip
     assert sum(demos.teachers.values()) == 2 and len(demos) > 50
     torch.manual_seed(0)

@@ -4,8 +4,10 @@ deadlines than the best rule there, so fine-tuning cannot buy accuracy with one 
 import pytest
 
 from hetsched.slim.router_training.validation import (
+    ATTAINMENT_TOLERANCE,
     SHORTFALL_WEIGHT,
     EpisodeScore,
+    pick_teacher,
     scenario_scores,
     selection_score,
 )
@@ -35,3 +37,30 @@ def test_a_shortfall_on_one_scenario_outweighs_more_accuracy_elsewhere():
 def test_meeting_more_deadlines_than_the_best_rule_is_not_charged():
     scores = {"lan": EpisodeScore(1.0, 0.7)}
     assert selection_score(scores, {"lan": 0.9}) == pytest.approx(scores["lan"].score)
+
+
+def test_teacher_choice_by_score_trades_attainment_for_accuracy() -> None:
+    """The bursty case that kept the router below 99 %: the narrower rule meets every deadline,
+    the wider one misses 0.4 % but is 3 points more accurate, and the score prefers it."""
+    scores = {
+        "jsq-0.25": EpisodeScore(slo_attainment=1.0, accuracy=0.703),
+        "jsq-0.5": EpisodeScore(slo_attainment=0.996, accuracy=0.733),
+        "constant-best": EpisodeScore(slo_attainment=0.2, accuracy=0.76),
+    }
+    assert pick_teacher(scores, "score") == "jsq-0.5"
+    # Attainment first: 0.4 points short is within the half-point tolerance, so jsq-0.5 still
+    # counts as meeting the best; at 0.6 points short it does not.
+    assert pick_teacher(scores, "attainment-first") == "jsq-0.5"
+    scores["jsq-0.5"] = EpisodeScore(
+        slo_attainment=1.0 - ATTAINMENT_TOLERANCE - 0.001, accuracy=0.8
+    )
+    assert pick_teacher(scores, "attainment-first") == "jsq-0.25"
+    assert pick_teacher(scores, "score") == "jsq-0.5"
+
+
+def test_attainment_first_breaks_accuracy_ties_by_attainment() -> None:
+    scores = {
+        "a": EpisodeScore(slo_attainment=0.998, accuracy=0.75),
+        "b": EpisodeScore(slo_attainment=1.0, accuracy=0.75),
+    }
+    assert pick_teacher(scores, "attainment-first") == "b"

@@ -29,6 +29,7 @@ from rich.progress import Progress
 from hetsched.rl import FactoredActorCritic
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.router_training.env import SlimRoutingEnv
+from hetsched.slim.router_training.validation import EpisodeScore, TeacherChoice, pick_teacher
 from hetsched.slim.routers.base import ROUTERS, Router
 
 ClusterFactory = Callable[[int], SlimCluster]
@@ -109,8 +110,9 @@ def collect_demonstrations(
     make_cluster: ClusterFactory,
     teachers: tuple[str, ...],
     seeds: list[int],
-    score: Callable[[SlimCluster, Router], float],
+    score: Callable[[SlimCluster, Router], EpisodeScore],
     *,
+    choice: TeacherChoice = "score",
     driver: Router | None = None,
     progress: bool = False,
     into: Demonstrations | None = None,
@@ -123,7 +125,8 @@ def collect_demonstrations(
         make_cluster: The training distribution (episode seed -> cluster).
         teachers: Rule names: the teacher, or the candidates of each episode.
         seeds: Demonstration episode seeds.
-        score: Scores a rule on a fresh cluster (higher is better; used with several teachers).
+        score: Scores a rule on a fresh cluster (used with several teachers).
+        choice: How the scores pick each episode's teacher (:func:`pick_teacher`).
         driver: A policy that acts while the teachers only label (see :func:`record_episode`).
         into: Demonstrations to append to (default: new ones).
     """
@@ -135,7 +138,7 @@ def collect_demonstrations(
                 name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
                 for name in (teachers if len(teachers) > 1 else ())
             }
-            teacher = max(scores, key=scores.__getitem__) if scores else teachers[0]
+            teacher = pick_teacher(scores, choice) if scores else teachers[0]
             demos.teachers[teacher] = demos.teachers.get(teacher, 0) + 1
             env = make_env(partial(_fixed_episode, make_cluster, seed))
             record_episode(env, teacher, seed, demos, driver)

@@ -52,6 +52,7 @@ from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.scenario_mix import mix_encoder, training_mix
 from hetsched.slim.router_training.validation import (
     EpisodeScore,
+    TeacherChoice,
     episode_score,
     mean_score,
     scenario_scores,
@@ -87,6 +88,10 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     teacher: str = "per-episode"
     """Rule to clone: ``best`` (the advisor with the best validation score), ``per-episode``
     (each demonstration episode's best advisor) or a rule name."""
+    teacher_choice: TeacherChoice = "score"
+    """With several candidate teachers, how each episode's is picked: ``score`` (attainment +
+    half the accuracy) or ``attainment-first`` (the most accurate rule among those within half a
+    point of the episode's best attainment)."""
     preset: str = "slo"
     """Reward preset (``slo``: eq. 7 + the SLO term; ``efficiency``/``balanced``: eq. 7 exact)."""
     demo_episodes: int = Field(36, ge=1)
@@ -237,7 +242,8 @@ def train_learned_router(
             mix.cluster,
             _teachers(config, references),
             [config.seed * 100_000 + k for k in range(config.demo_episodes)],
-            lambda cluster, router: episode_score(cluster, router).score,
+            episode_score,
+            choice=config.teacher_choice,
             progress=progress,
         )
         fit = clone(policy, demos, epochs=config.bc_epochs,
@@ -260,7 +266,8 @@ def train_learned_router(
                 mix.cluster,
                 _teachers(config, references),
                 list(range(first_seed, first_seed + config.demo_episodes)),
-                lambda cluster, router: episode_score(cluster, router).score,
+                episode_score,
+                choice=config.teacher_choice,
                 driver=greedy(first_seed),
                 progress=progress,
                 into=demos,

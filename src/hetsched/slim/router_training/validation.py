@@ -17,8 +17,9 @@ per scenario, the attainment the router falls short of the best advisor rule the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.routers.base import Router
@@ -26,6 +27,9 @@ from hetsched.slim.sim.workload import window_bounds
 
 ACCURACY_WEIGHT = 0.5
 """Weight of accuracy against SLO attainment in the episode score."""
+ATTAINMENT_TOLERANCE = 0.005
+"""With ``attainment-first`` teacher choice: rules this close to an episode's best attainment
+(half a point: 15 images of a 3,000-image episode) count as meeting it."""
 SHORTFALL_WEIGHT = 4.0
 """Extra weight, in the selection score, of each point of attainment a router falls short of
 the best advisor on a scenario (so such a point costs five times a point of accuracy gained)."""
@@ -63,6 +67,26 @@ def episode_score(
         sum(1 for image in images if image.met_slo) / max(1, arrived),
         sum(1 for image in images if image.correct) / max(1, len(images)),
     )
+
+
+TeacherChoice = Literal["score", "attainment-first"]
+"""How a demonstration episode's teacher is picked among the candidate rules (see
+:func:`pick_teacher`)."""
+
+
+def pick_teacher(scores: Mapping[str, EpisodeScore], choice: TeacherChoice) -> str:
+    """The candidate rule to imitate on one episode, given each rule's score on it.
+
+    ``score``: the highest :attr:`EpisodeScore.score` (attainment + half the accuracy, so two
+    points of accuracy buy one point of attainment). ``attainment-first``: among the rules within
+    :data:`ATTAINMENT_TOLERANCE` of the episode's best attainment, the most accurate — issue 19's
+    bar (attainment of the best rule, then accuracy) as a teacher, beyond the paper.
+    """
+    if choice == "score":
+        return max(scores, key=lambda name: scores[name].score)
+    best = max(score.slo_attainment for score in scores.values())
+    meeting = [n for n, s in scores.items() if s.slo_attainment >= best - ATTAINMENT_TOLERANCE]
+    return max(meeting, key=lambda name: (scores[name].accuracy, scores[name].slo_attainment))
 
 
 def mean_score(scores: Sequence[EpisodeScore]) -> EpisodeScore:
