@@ -26,7 +26,7 @@ from hetsched.core.devices import DEVICES
 from hetsched.core.events import EventLoop
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
-from hetsched.slim.sim.scenario import cifar100_costs
+from hetsched.slim.sim.scenario import model_costs
 from hetsched.slim.sim.simulated_backend import SimulatedBackend
 from hetsched.slim.sim.workload import SegmentWorkload, replay, segment_workload
 
@@ -40,7 +40,7 @@ def simulate(
     """Runs the workload to the end; returns (CPU seconds, wall seconds, the executor)."""
     loop = EventLoop()
     executor = GreedyExecutor(
-        SimulatedBackend(DEVICES["rtx-2080-ti"], cifar100_costs(), loop), loop, config
+        SimulatedBackend(DEVICES["rtx-2080-ti"], model_costs(), loop), loop, config
     )
     done_count = [0]
 

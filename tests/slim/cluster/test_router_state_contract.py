@@ -7,7 +7,7 @@ import pytest
 
 from hetsched.core.devices import DEVICES
 from hetsched.slim.routers import ROUTERS, RoutingDecision
-from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, cifar100_costs
+from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, model_costs
 from hetsched.slim.sim.simulated_backend import batch_alone_s
 
 SCENARIO = ScenarioConfig(
@@ -35,7 +35,7 @@ def test_head_deadline_slack_and_location():
 def test_predictions_follow_the_device_model_and_backlog():
     cluster = build_cluster(SCENARIO.model_copy(update={"num_images": 1}), seed=0)
     state = cluster.next_state()
-    costs = cifar100_costs()
+    costs = model_costs()
     gpu, cpu = state.servers
     assert gpu.backlog_s == 0.0 and len(gpu.image_done_s) == len(state.widths)
     # Idle servers: an image from the router's host costs the transfer plus four lone segments.

@@ -22,7 +22,7 @@ from hetsched.core.events import EventLoop
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.routers import ROUTERS
-from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, cifar100_costs
+from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, model_costs
 from hetsched.slim.sim.simulated_backend import SimulatedBackend
 from hetsched.slim.sim.workload import drive, replay, segment_workload
 
@@ -66,7 +66,7 @@ def server_trace(
     """Everything one seeded executor run produces, in the order it happened."""
     loop = EventLoop()
     config = ExecutorConfig(arrival_rate_per_s=rate, **(knobs or {}))
-    backend = SimulatedBackend(DEVICES[device], cifar100_costs(), loop)
+    backend = SimulatedBackend(DEVICES[device], model_costs(), loop)
     executor = GreedyExecutor(backend, loop, config)
     workload = segment_workload(7, rate, pattern, duration_s, config.widths)
     completions: list[list[Any]] = []

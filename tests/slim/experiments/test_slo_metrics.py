@@ -17,7 +17,7 @@ from hetsched.slim.experiments.slo_metrics import EnergyProbe, window_metrics
 from hetsched.slim.model.accuracy import load_accuracy_table
 from hetsched.slim.routers import Router, RoutingDecision
 from hetsched.slim.sim.network import LINK_PRESETS, Link
-from hetsched.slim.sim.scenario import ScenarioConfig, cifar100_costs, with_overrides
+from hetsched.slim.sim.scenario import ScenarioConfig, model_costs, with_overrides
 from hetsched.slim.sim.scenario_catalog import load_scenario
 from hetsched.slim.sim.simulated_backend import SimulatedBackend
 from hetsched.slim.sim.workload import window_bounds
@@ -93,7 +93,7 @@ def test_slo_attainment_goodput_and_energy_on_a_hand_computed_run():
 
 def sim_cluster(devices, arrivals_s, executor=None):
     loop = EventLoop()
-    costs = cifar100_costs()
+    costs = model_costs()
     backends = [SimulatedBackend(DEVICES[d], costs, loop) for d in devices]
     servers = [GreedyExecutor(b, loop, executor or ExecutorConfig()) for b in backends]
     link = Link(loop, LINK_PRESETS["ethernet-10g"], costs)

@@ -32,7 +32,7 @@ from hetsched.slim.executor.telemetry import register_metrics
 from hetsched.slim.live.devices import random_activations
 from hetsched.slim.live.torch_backend import TorchBackend
 from hetsched.slim.model.slimresnet import SlimResNet
-from hetsched.slim.sim.scenario import cifar100_costs
+from hetsched.slim.sim.scenario import model_costs
 from hetsched.slim.sim.simulated_backend import SimulatedBackend
 from hetsched.slim.sim.workload import (
     Pattern,
@@ -67,7 +67,7 @@ def open_server(device: str, *, sim: bool) -> OpenServer:
         return open_live_server(device)
     spec = load_device(device)
     loop = EventLoop()
-    backend = SimulatedBackend(spec, cifar100_costs(), loop)
+    backend = SimulatedBackend(spec, model_costs(), loop)
 
     def feed(
         workload: SegmentWorkload, server: GreedyExecutor, done: Callable[[float], None]

@@ -65,6 +65,13 @@ class ScenarioConfig(StrictModel, use_attribute_docstrings=True):
     """Network preset between servers (``hetsched.slim.sim.network``)."""
     accuracy_table: str = "paper"
     """``paper`` (Tables I/II, nearest neighbour) or the path of a measured accuracy table."""
+    image_size: int = Field(32, ge=8)
+    """Side of the served model's square input images: with ``num_classes`` it sets the
+    simulated costs (FLOPs, weights, activation bytes; CIFAR-100 by default). A scenario that
+    simulates a live model (e.g. 8x8 digits) names its size, or its costs are CIFAR's. Live runs
+    take the served checkpoint's own costs whatever this says."""
+    num_classes: int = Field(CIFAR100_CLASSES, ge=2)
+    """Classes of the served model (its last segment's output)."""
     num_images: int = Field(1000, ge=1)
     """Images per workload (one episode / one evaluation run)."""
     arrival: Literal["bursty", "poisson", "diurnal"] = "bursty"
@@ -151,9 +158,14 @@ def accuracy_table(scenario: ScenarioConfig) -> AccuracyTable:
 
 
 @cache
-def cifar100_costs() -> SegmentCostTable:
-    """The analytic SlimResNet cost table for CIFAR-100 (32x32 images, 100 classes)."""
-    return compute_cost_table(num_classes=CIFAR100_CLASSES)
+def model_costs(num_classes: int = CIFAR100_CLASSES, image_size: int = 32) -> SegmentCostTable:
+    """The analytic SlimResNet cost table (default: CIFAR-100, 32x32 images, 100 classes)."""
+    return compute_cost_table(num_classes=num_classes, image_size=image_size)
+
+
+def scenario_costs(scenario: ScenarioConfig) -> SegmentCostTable:
+    """The cost table of the model the scenario serves (its ``num_classes`` and ``image_size``)."""
+    return model_costs(scenario.num_classes, scenario.image_size)
 
 
 def mean_top1(scenario: ScenarioConfig) -> float:
@@ -169,7 +181,7 @@ def encoder_for(scenario: ScenarioConfig) -> StateEncoder:
 
 def fastest_capacity_per_s(scenario: ScenarioConfig) -> float:
     """Images per second the scenario's fastest server sustains at width 1.0 (device model)."""
-    costs = cifar100_costs()
+    costs = scenario_costs(scenario)
     return max(
         server_capacity_per_s(spec, costs, scenario.executor, 1.0)
         for spec in device_specs(scenario)
@@ -253,7 +265,7 @@ def completion_model(
     scenario: ScenarioConfig, specs: list[DeviceSpec], link: Link
 ) -> CompletionModel:
     """The router's predictions for the scenario: each server's device model alone, its link."""
-    costs = cifar100_costs()
+    costs = scenario_costs(scenario)
     return CompletionModel(
         [partial(batch_alone_s, spec, costs) for spec in specs],
         link.estimate_s,
@@ -283,7 +295,7 @@ def _simulated_servers(
 ) -> tuple[EventLoop, list[SimulatedBackend], list[GreedyExecutor], Link]:
     """Simulated devices with greedy executors on them, one event loop, the scenario's link."""
     loop = EventLoop()
-    costs = cifar100_costs()
+    costs = scenario_costs(scenario)
     backends = [
         SimulatedBackend(spec, costs, loop, name=f"{index}:{spec.name}")
         for index, spec in enumerate(specs)

@@ -22,8 +22,8 @@ from hetsched.slim.sim.capacity import server_capacity_per_s
 from hetsched.slim.sim.scenario import (
     ScenarioConfig,
     arrival_rate_per_s,
-    cifar100_costs,
     device_specs,
+    scenario_costs,
 )
 
 SCENARIO_FOLDER = "scenarios"
@@ -116,7 +116,7 @@ class ScenarioSummary:
 
 def summarize_scenario(name: str, scenario: ScenarioConfig) -> ScenarioSummary:
     """Rates and capacities of a scenario, computed from the device model."""
-    costs = cifar100_costs()
+    costs = scenario_costs(scenario)
     capacities = [
         server_capacity_per_s(spec, costs, scenario.executor, 1.0)
         for spec in device_specs(scenario)
