@@ -66,18 +66,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", type=Path, required=True)
     parser.add_argument("--capacity", type=Path, required=True, help="bench_slim_live_capacity")
+    parser.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        help="fit to each server's share of this many live servers' capacity (the live servers"
+        " share one process: two served 321 images/s at width 1.0 where one served 221)",
+    )
     parser.add_argument("--image-size", type=int, required=True)
     parser.add_argument("--num-classes", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     spec = load_device(args.profile)
     live = {
-        float(r["width"]): float(r["images_per_s"])
+        float(r["width"]): float(r["images_per_s"]) / args.servers
         for r in json.loads(args.capacity.read_text())["rows"]
-        if r["servers"] == 1
+        if r["servers"] == args.servers
     }
     if len(live) < 2:
-        raise SystemExit(f"{args.capacity}: needs one-server capacities at two widths")
+        raise SystemExit(f"{args.capacity}: needs {args.servers}-server capacities at two widths")
     wide, narrow = max(live), min(live)
     costs = model_costs(args.num_classes, args.image_size)
     candidates = []
@@ -96,7 +103,7 @@ def main() -> None:
             "launch_overhead_s": overhead_s,
             "achieved_fraction": fraction,
             "source": f"{spec.source}; per-batch overhead and rate fitted to the live capacity"
-            f" in {args.capacity.name}",
+            f" of {args.servers} server(s) in {args.capacity.name}",
         }
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
