@@ -26,6 +26,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from hetsched.core.entry import run_reporting_user_errors
 from hetsched.slim.live.cluster import LiveSetup
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
@@ -98,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_reporting_user_errors(main)

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from hetsched.core.devices import DeviceSpec, load_device
+from hetsched.core.entry import run_reporting_user_errors
+from hetsched.core.errors import DataError
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.model.costs import SegmentCostTable
 from hetsched.slim.sim.capacity import server_capacity_per_s
@@ -78,13 +80,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     spec = load_device(args.profile)
-    live = {
-        float(r["width"]): float(r["images_per_s"]) / args.servers
-        for r in json.loads(args.capacity.read_text())["rows"]
-        if r["servers"] == args.servers
-    }
+    try:
+        live = {
+            float(r["width"]): float(r["images_per_s"]) / args.servers
+            for r in json.loads(args.capacity.read_text())["rows"]
+            if r["servers"] == args.servers
+        }
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DataError(
+            f"{args.capacity}: not a bench_slim_live_capacity result ({error})"
+        ) from None
     if len(live) < 2:
-        raise SystemExit(f"{args.capacity}: needs {args.servers}-server capacities at two widths")
+        raise DataError(f"{args.capacity}: needs {args.servers}-server capacities at two widths")
     wide, narrow = max(live), min(live)
     costs = model_costs(args.num_classes, args.image_size)
     candidates = []
@@ -112,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_reporting_user_errors(main)

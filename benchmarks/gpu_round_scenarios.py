@@ -24,6 +24,9 @@ from pathlib import Path
 
 import yaml
 
+from hetsched.core.entry import run_reporting_user_errors
+from hetsched.core.errors import DataError
+
 PAIR_LOAD_FACTOR = 1.5
 BURSTY_LOAD_FACTOR = 1.0
 CAP_OF_BEST_CAPACITY = 0.8
@@ -34,7 +37,7 @@ def capacity_per_s(rows: list[dict], devices: list[str], width: float) -> float:
     for row in rows:
         if row["devices"] == devices and row["width"] == width:
             return float(row["images_per_s"])
-    raise SystemExit(f"capacity file has no cell for devices {devices} at width {width}")
+    raise DataError(f"capacity file has no cell for devices {devices} at width {width}")
 
 
 def main() -> None:
@@ -49,9 +52,12 @@ def main() -> None:
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    rows = json.loads(args.capacity.read_text())["rows"]
+    try:
+        rows = json.loads(args.capacity.read_text())["rows"]
+        best_per_s = max(float(row["images_per_s"]) for row in rows)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DataError(f"{args.capacity}: not a capacity result ({error})") from None
     gpu_full_per_s = capacity_per_s(rows, [args.device], 1.0)
-    best_per_s = max(float(row["images_per_s"]) for row in rows)
     servers = [
         str((args.profiles / "dev-gpu-8px.json").resolve()),
         str((args.profiles / "dev-cpu-1thread-8px.json").resolve()),
@@ -84,4 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_reporting_user_errors(main)

@@ -10,17 +10,14 @@ clear line and exit with code 2.
 from __future__ import annotations
 
 import importlib
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from hetsched import __version__
-from hetsched.core.errors import HetschedError
+from hetsched.core.entry import run_reporting_user_errors
 
 
 @dataclass(frozen=True)
@@ -100,8 +97,4 @@ def main(
 
 def app() -> None:
     """Console-script entry point: runs the CLI and turns user errors into a clean exit 2."""
-    try:
-        typer_app()
-    except HetschedError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
-        sys.exit(2)
+    run_reporting_user_errors(typer_app)
