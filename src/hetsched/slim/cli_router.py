@@ -111,11 +111,15 @@ def train_router_command(
     teacher: str | None = typer.Option(
         None,
         help="learned: rule to clone: per-episode (default: each demonstration episode's best"
-        " advisor), best (the best on validation), or a rule name.",
+        " advisor), rollout (per chunk of decisions, the advisor whose rollout to the episode's"
+        " end scores best), best (the best on validation), or a rule name.",
+    ),
+    rollout_chunk: int | None = typer.Option(
+        None, help="learned: decisions per chunk of the rollout teacher (default 400)."
     ),
     teacher_choice: str | None = typer.Option(
         None,
-        help="learned: with per-episode teachers, score (default: attainment + half the"
+        help="learned: with per-episode or rollout teachers, score (default: attainment + half the"
         " accuracy) or attainment-first (the most accurate rule within half a point of the"
         " episode's best attainment).",
     ),
@@ -138,13 +142,14 @@ def train_router_command(
         raise ConfigError(f"--images: expected at least 1 image, got {images}")
     if method == "ppo":
         learned_only = (
-            scenarios, advisors, action, advantage, teacher, teacher_choice, demo_episodes,
-            dagger_rounds, resume,
+            scenarios, advisors, action, advantage, teacher, teacher_choice, rollout_chunk,
+            demo_episodes, dagger_rounds, resume,
         )  # fmt: skip
         if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
                 "--scenarios, --advisors, --action, --advantage, --teacher, --teacher-choice,"
-                " --demo-episodes, --dagger-rounds and --resume apply to --method learned"
+                " --rollout-chunk, --demo-episodes, --dagger-rounds and --resume apply to"
+                " --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -164,6 +169,7 @@ def train_router_command(
         "advantage": advantage,
         "teacher": teacher,
         "teacher_choice": teacher_choice,
+        "rollout_chunk": rollout_chunk,
         "preset": preset,
         "images": images,
         "ppo_steps": steps,

@@ -24,6 +24,7 @@ from hetsched.slim.router_training.scenario_mix import (
     training_mix,
     training_scenario_names,
 )
+from hetsched.slim.router_training.teachers import FixedTeacher
 from hetsched.slim.router_training.validation import episode_score
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.ppo import PPORouter, new_policy
@@ -115,10 +116,10 @@ def test_dagger_records_the_teachers_labels_on_the_states_the_driver_leads_to():
     encoder = mix_encoder(mix, ("jsq-0.25", "slackfit"), "advice")
     env = SlimRoutingEnv(mix.cluster, encoder, REWARD_PRESETS["slo"])
     demos = Demonstrations()
-    record_episode(env, "slackfit", 3, demos, driver=ROUTERS.create("jsq-0.25"))
+    record_episode(env, FixedTeacher("slackfit", 3), 3, demos, driver=ROUTERS.create("jsq-0.25"))
     assert {int(action[0]) for action in demos.actions} == {1}  # every label: slackfit's index
     alone = Demonstrations()  # the same episode with jsq-0.25 acting and labelling
-    record_episode(env, "jsq-0.25", 3, alone)
+    record_episode(env, FixedTeacher("jsq-0.25", 3), 3, alone)
     assert {int(action[0]) for action in alone.actions} == {0}
     assert len(demos) == len(alone) > 50
     assert all(np.array_equal(a, b) for a, b in zip(demos.obs, alone.obs, strict=True))

@@ -6,7 +6,8 @@ episode (a draw of the training
 :class:`~hetsched.slim.router_training.scenario_mix.ScenarioMix`) through the environment, which
 records the observation, action mask, the teacher's action and the reward each decision was
 credited. With several candidate teachers, each runs on its own copy of the episode first and the
-best one on that episode is recorded. The policy's heads are then fitted to the
+best one on that episode is recorded; or a rollout picks the teacher per chunk of decisions
+(:mod:`~hetsched.slim.router_training.teachers`). The policy's heads are then fitted to the
 teacher's actions (cross-entropy, masked like the policy acts) and its value head to the credited
 rewards (the one-step return of eq. 8), so PPO's first advantages are not measured against a
 random critic.
@@ -29,6 +30,7 @@ from rich.progress import Progress
 from hetsched.rl import FactoredActorCritic
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.router_training.env import SlimRoutingEnv
+from hetsched.slim.router_training.teachers import FixedTeacher, Labeller, RolloutTeacher
 from hetsched.slim.router_training.validation import EpisodeScore, TeacherChoice, pick_teacher
 from hetsched.slim.routers.base import ROUTERS, Router
 
@@ -45,7 +47,7 @@ class Demonstrations:
     actions: list[np.ndarray] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     teachers: dict[str, int] = field(default_factory=dict)
-    """Episodes each rule was the best on."""
+    """Episodes each rule was the best on (chunks each rule labelled, with a rollout teacher)."""
     masked_out: int = 0
     """Teacher actions the mask forbade (run, not imitated)."""
 
@@ -55,13 +57,13 @@ class Demonstrations:
 
 def record_episode(
     env: SlimRoutingEnv,
-    teacher_name: str,
+    labeller: Labeller,
     seed: int,
     into: Demonstrations,
     driver: Router | None = None,
 ) -> None:
     """Runs one episode through ``env`` and appends, for every decision, the action that
-    imitates the registered rule ``teacher_name`` there.
+    imitates the rule ``labeller`` names there (one rule, or a rollout's pick per chunk).
 
     Without ``driver`` the teacher also acts (plain behaviour cloning). With one, the driver
     acts and the teacher only labels (DAgger, Ross et al. 2011): the states recorded are the
@@ -69,13 +71,16 @@ def record_episode(
     shows (a clone that follows SlackFit a little too long into an overload has never seen the
     queues that follow, nor what the teacher does about them).
     """
-    teacher: Router = ROUTERS.create(teacher_name, seed=seed)
     encoder = env.encoder
     obs, info = env.reset(seed=seed)
     index_of: dict[int, int] = {}  # decision id -> row in ``into`` (rewards arrive later)
     pending_rewards: dict[int, float] = {}
     terminated = False
+    decision = 0
     while not terminated:
+        assert env.cluster is not None
+        teacher_name, teacher = labeller.teacher(decision, env.cluster)
+        decision += 1
         action = encoder.imitation(teacher_name, teacher.decide(env.router_state))
         acted = action if driver is None else encoder.action(driver.decide(env.router_state))
         decision_id, mask = info["decision_id"], info["action_mask"]
@@ -116,9 +121,11 @@ def collect_demonstrations(
     driver: Router | None = None,
     progress: bool = False,
     into: Demonstrations | None = None,
+    rollout_chunk: int = 0,
+    rollout_horizon: int | None = None,
 ) -> Demonstrations:
     """The teacher's decisions on each episode of ``seeds`` (of the best of several teachers on
-    that episode).
+    that episode, or with ``rollout_chunk`` of the best by rollout per chunk of decisions).
 
     Args:
         make_env: Builds the recording environment around a cluster factory.
@@ -129,19 +136,30 @@ def collect_demonstrations(
         choice: How the scores pick each episode's teacher (:func:`pick_teacher`).
         driver: A policy that acts while the teachers only label (see :func:`record_episode`).
         into: Demonstrations to append to (default: new ones).
+        rollout_chunk: 0: one teacher per episode; else decisions per chunk of a
+            :class:`~hetsched.slim.router_training.teachers.RolloutTeacher` over ``teachers``
+            (``demos.teachers`` then counts chunks, not episodes).
+        rollout_horizon: Decisions per rollout (None: to the episode's end).
     """
     demos = Demonstrations() if into is None else into
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("demonstrations", total=len(seeds))
         for seed in seeds:
-            scores = {
-                name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
-                for name in (teachers if len(teachers) > 1 else ())
-            }
-            teacher = pick_teacher(scores, choice) if scores else teachers[0]
-            demos.teachers[teacher] = demos.teachers.get(teacher, 0) + 1
             env = make_env(partial(_fixed_episode, make_cluster, seed))
-            record_episode(env, teacher, seed, demos, driver)
+            if rollout_chunk:
+                rollout = RolloutTeacher(teachers, seed, rollout_chunk, choice, rollout_horizon)
+                record_episode(env, rollout, seed, demos, driver)
+                labelled = rollout.chunks
+            else:
+                scores = {
+                    name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
+                    for name in (teachers if len(teachers) > 1 else ())
+                }
+                teacher = pick_teacher(scores, choice) if scores else teachers[0]
+                record_episode(env, FixedTeacher(teacher, seed), seed, demos, driver)
+                labelled = {teacher: 1}
+            for name, count in labelled.items():
+                demos.teachers[name] = demos.teachers.get(name, 0) + count
             bar.advance(task)
     return demos
 

@@ -87,7 +87,14 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     ``advice`` (which advisor rule to follow at each decision)."""
     teacher: str = "per-episode"
     """Rule to clone: ``best`` (the advisor with the best validation score), ``per-episode``
-    (each demonstration episode's best advisor) or a rule name."""
+    (each demonstration episode's best advisor), ``rollout`` (per chunk of decisions, the
+    advisor whose rollout to the episode's end scores best:
+    :class:`~hetsched.slim.router_training.teachers.RolloutTeacher`) or a rule name."""
+    rollout_chunk: int = Field(400, ge=1)
+    """Decisions per chunk of the ``rollout`` teacher."""
+    rollout_horizon: int | None = Field(1200, ge=1)
+    """Decisions per rollout of the ``rollout`` teacher, scored on the images whose fate they
+    settle (None: to the end of the episode, several times slower)."""
     teacher_choice: TeacherChoice = "score"
     """With several candidate teachers, how each episode's is picked: ``score`` (attainment +
     half the accuracy) or ``attainment-first`` (the most accurate rule among those within half a
@@ -200,7 +207,7 @@ def train_learned_router(
     console = console or Console()
     mix = training_mix(config.scenarios, config.images, config.randomize)
     encoder = mix_encoder(mix, config.advisors, config.action)
-    if config.teacher not in ("best", "per-episode"):
+    if config.teacher not in ("best", "per-episode", "rollout"):
         ROUTERS.get(config.teacher)  # an unknown name fails here, listing the known ones
         if config.action == "advice" and config.teacher not in config.advisors:
             raise ConfigError(
@@ -245,6 +252,8 @@ def train_learned_router(
             episode_score,
             choice=config.teacher_choice,
             progress=progress,
+            rollout_chunk=_rollout_chunk(config),
+            rollout_horizon=config.rollout_horizon,
         )
         fit = clone(policy, demos, epochs=config.bc_epochs,
                     learning_rate=config.bc_learning_rate, seed=config.seed)  # fmt: skip
@@ -271,6 +280,8 @@ def train_learned_router(
                 driver=greedy(first_seed),
                 progress=progress,
                 into=demos,
+                rollout_chunk=_rollout_chunk(config),
+                rollout_horizon=config.rollout_horizon,
             )
             fit = clone(
                 policy,
@@ -345,11 +356,16 @@ def _teachers(
     config: LearnedRouterConfig, references: dict[str, dict[str, float]]
 ) -> tuple[str, ...]:
     """The teacher (or per-episode candidates) that ``config.teacher`` names."""
-    if config.teacher == "per-episode":
+    if config.teacher in ("per-episode", "rollout"):
         return config.advisors
     if config.teacher == "best":
         return (max(references, key=lambda name: EpisodeScore(**references[name]).score),)
     return (config.teacher,)
+
+
+def _rollout_chunk(config: LearnedRouterConfig) -> int:
+    """Decisions per rollout chunk, 0 unless the teacher is ``rollout``."""
+    return config.rollout_chunk if config.teacher == "rollout" else 0
 
 
 def _registered(name: str, seed: int) -> Router:
