@@ -75,7 +75,8 @@ def test_train_the_advice_router_with_gae(tmp_path):
 def test_train_the_advice_router_with_the_rollout_teacher(tmp_path):
     out = invoke("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
                  "--images", "300", "--demo-episodes", "1", "--dagger-rounds", "1",
-                 "--teacher", "rollout", "--rollout-chunk", "30", "--out", str(tmp_path))  # fmt: skip
+                 "--teacher", "rollout", "--rollout-chunk", "30",
+                 "--out", str(tmp_path))  # fmt: skip
     assert "learned router vs the rules it saw" in out and "jsq-0.5" in out
     router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
     assert router.metadata["config"]["teacher"] == "rollout"
@@ -92,7 +93,8 @@ def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
                  ["--action", "nope"], ["--advantage", "nope"], ["--method", "ppo",
                  "--dagger-rounds", "1"], ["--dagger-rounds", "-1"],
                  ["--action", "advice", "--teacher", "least-loaded"],
-                 ["--method", "ppo", "--rollout-chunk", "5"], ["--rollout-chunk", "0"]):  # fmt: skip
+                 ["--method", "ppo", "--rollout-chunk", "5"],
+                 ["--rollout-chunk", "0"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
         assert isinstance(result.exception, ConfigError | UnknownNameError), args
 
