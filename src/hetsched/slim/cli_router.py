@@ -117,6 +117,11 @@ def train_router_command(
     rollout_chunk: int | None = typer.Option(
         None, help="learned: decisions per chunk of the rollout teacher (default 400)."
     ),
+    rollout_horizon: int | None = typer.Option(
+        None,
+        help="learned: decisions per rollout of the rollout teacher (default 1200; 0: to the"
+        " end of the episode, several times slower).",
+    ),
     teacher_choice: str | None = typer.Option(
         None,
         help="learned: with per-episode or rollout teachers, score (default: attainment + half the"
@@ -143,13 +148,13 @@ def train_router_command(
     if method == "ppo":
         learned_only = (
             scenarios, advisors, action, advantage, teacher, teacher_choice, rollout_chunk,
-            demo_episodes, dagger_rounds, resume,
+            rollout_horizon, demo_episodes, dagger_rounds, resume,
         )  # fmt: skip
         if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
                 "--scenarios, --advisors, --action, --advantage, --teacher, --teacher-choice,"
-                " --rollout-chunk, --demo-episodes, --dagger-rounds and --resume apply to"
-                " --method learned"
+                " --rollout-chunk, --rollout-horizon, --demo-episodes, --dagger-rounds and"
+                " --resume apply to --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -170,6 +175,7 @@ def train_router_command(
         "teacher": teacher,
         "teacher_choice": teacher_choice,
         "rollout_chunk": rollout_chunk,
+        "rollout_horizon": rollout_horizon,
         "preset": preset,
         "images": images,
         "ppo_steps": steps,
@@ -178,9 +184,10 @@ def train_router_command(
         "dagger_rounds": dagger_rounds,
         "seed": seed,
     }
-    config = validate_config(
-        {k: v for k, v in updates.items() if v is not None}, LearnedRouterConfig, "command line"
-    )
+    settings: dict[str, object] = {k: v for k, v in updates.items() if v is not None}
+    if rollout_horizon == 0:
+        settings["rollout_horizon"] = None  # to the end of the episode
+    config = validate_config(settings, LearnedRouterConfig, "command line")
     console = Console()
     result = train_learned_router(config, out, resume=resume, console=console)
     console.print(learned_router_table(result))
