@@ -111,8 +111,8 @@ def train_router_command(
     teacher: str | None = typer.Option(
         None,
         help="learned: rule to clone: per-episode (default: each demonstration episode's best"
-        " advisor), rollout (per chunk of decisions, the advisor whose rollout to the episode's"
-        " end scores best), best (the best on validation), or a rule name.",
+        " advisor), rollout (per chunk of decisions, the advisor whose rollout of the cluster"
+        " ahead scores best), best (the best on validation), or a rule name.",
     ),
     rollout_chunk: int | None = typer.Option(
         None, help="learned: decisions per chunk of the rollout teacher (default 400)."
