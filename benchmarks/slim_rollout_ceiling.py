@@ -83,8 +83,8 @@ def main() -> None:
     parser.add_argument("--choice", default="score", choices=["score", "attainment-first"])
     parser.add_argument("--out", type=Path, default=Path("runs/rollout-ceiling.json"))
     args = parser.parse_args()
-    if args.seeds < 2 or args.chunk < 1 or args.horizon < 0:
-        raise ConfigError("need --seeds >= 2, --chunk >= 1 and --horizon >= 0")
+    if args.seeds < 2 or args.chunk < 1 or args.horizon < 0 or 0 < args.horizon < args.chunk:
+        raise ConfigError("need --seeds >= 2, --chunk >= 1 and --horizon 0 or >= --chunk")
     scenarios = load_scenarios([name for name in args.scenarios.split(",") if name])
     console = Console()
     report: dict[str, dict[str, dict[str, list[float]]]] = {}

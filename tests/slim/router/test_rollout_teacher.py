@@ -94,3 +94,6 @@ def test_bad_rollout_settings_are_refused():
         RolloutTeacher(RULES, seed=0, chunk_decisions=50, horizon_decisions=49)
     with pytest.raises(ValueError, match="rollout_chunk"):
         LearnedRouterConfig(teacher="rollout", rollout_chunk=0)
+    with pytest.raises(ValueError, match="must be at least rollout_chunk"):
+        LearnedRouterConfig(teacher="rollout", rollout_chunk=500, rollout_horizon=400)
+    assert LearnedRouterConfig(rollout_chunk=500, rollout_horizon=None).rollout_horizon is None

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -137,6 +137,16 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     """Images per validation episode (None: each scenario's own length, scored on its
     steady-state window like the evaluation)."""
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _horizon_covers_a_chunk(self) -> LearnedRouterConfig:
+        """A rollout shorter than its chunk would label decisions it never looked at."""
+        if self.rollout_horizon is not None and self.rollout_horizon < self.rollout_chunk:
+            raise ValueError(
+                f"rollout_horizon ({self.rollout_horizon}) must be at least rollout_chunk"
+                f" ({self.rollout_chunk})"
+            )
+        return self
 
 
 @dataclass
