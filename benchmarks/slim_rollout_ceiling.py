@@ -26,6 +26,7 @@ from rich.table import Table
 from hetsched.core.entry import run_reporting_user_errors
 from hetsched.core.errors import ConfigError
 from hetsched.core.metrics import mean_and_ci95
+from hetsched.slim.experiments.scenario_experiment import evaluate_window
 from hetsched.slim.experiments.slo_metrics import EnergyProbe, window_metrics
 from hetsched.slim.router_training.teachers import RolloutTeacher
 from hetsched.slim.router_training.validation import TeacherChoice
@@ -59,13 +60,9 @@ def rollout_run(
     return 100 * metrics.slo_attainment, metrics.accuracy_pct
 
 
-def rule_run(scenario: ScenarioConfig, seed: int, name: str) -> tuple[float, float]:
-    """(SLO attainment %, accuracy %) of one advisor alone, scored the same way."""
-    cluster = build_cluster(scenario, seed)
-    start_s, end_s = window_bounds(cluster.arrival_times_s, scenario.warmup_fraction)
-    probe = EnergyProbe(cluster, start_s, end_s)
-    cluster.run(ROUTERS.create(name, seed=seed))
-    metrics = window_metrics(cluster, probe, start_s, end_s)
+def _rule_run(scenario: ScenarioConfig, seed: int, name: str) -> tuple[float, float]:
+    """(SLO attainment %, accuracy %) of one advisor alone, as the experiment scores it."""
+    metrics = evaluate_window(scenario, ROUTERS.create(name, seed=seed), seed)
     return 100 * metrics.slo_attainment, metrics.accuracy_pct
 
 
@@ -97,7 +94,7 @@ def main() -> None:
             pairs = [
                 rollout_run(scenario, seed, args.chunk, args.horizon or None, args.choice)
                 if policy == ROLLOUT
-                else rule_run(scenario, seed, policy)
+                else _rule_run(scenario, seed, policy)
                 for seed in range(args.seeds)
             ]
             runs[policy] = {

@@ -184,6 +184,10 @@ def train_router_command(
         "dagger_rounds": dagger_rounds,
         "seed": seed,
     }
+    if rollout_horizon is not None and rollout_horizon < 0:
+        raise ConfigError(
+            f"--rollout-horizon: expected 0 (to the episode's end) or more, got {rollout_horizon}"
+        )
     settings: dict[str, object] = {k: v for k, v in updates.items() if v is not None}
     if rollout_horizon == 0:
         settings["rollout_horizon"] = None  # to the end of the episode
