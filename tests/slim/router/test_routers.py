@@ -17,6 +17,7 @@ from .conftest import GROUPS, WIDTHS
 
 def test_registry_lists_every_router_and_rejects_unknown_names():
     assert ROUTERS.names() == [
+        "backlog-width",
         "constant-best",
         "infaas",
         "jsq-0.25",
@@ -33,7 +34,7 @@ def test_registry_lists_every_router_and_rejects_unknown_names():
         "static-slimmest",
         "static-widest",
     ]
-    with pytest.raises(UnknownNameError, match="known: constant-best"):
+    with pytest.raises(UnknownNameError, match="known: backlog-width, constant-best"):
         ROUTERS.get("fastest")
 
 

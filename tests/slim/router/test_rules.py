@@ -92,7 +92,34 @@ def test_each_remaining_segment_queues_behind_the_backlog_again():
     assert [round(t * 1e3, 6) for t in expected_image_done(last, "x")[0]] == [10, 20, 30, 40]
 
 
-@pytest.mark.parametrize("name", ["constant-best", "least-completion", "slackfit", "infaas"])
+def test_backlog_width_goes_wide_on_a_short_backlog_and_to_the_base_width_past_its_threshold():
+    quiet = state(view(SLOW, backlog_ms=7.0), view((9, 8, 7, 6), backlog_ms=8.0))
+    assert decide("backlog-width", quiet) == (1, 0.75, 16)  # mean 7.5 ms < 8 ms; 7 < 60 ms
+    busy = state(view(SLOW, backlog_ms=8.0), view((9, 8, 7, 6), backlog_ms=8.0))
+    assert decide("backlog-width", busy, group_size=4) == (1, 0.5, 4)  # mean 8 ms: not below
+    # the mean runs over available servers only, and the soonest finish at the width wins
+    down = state(
+        view(FAST, backlog_ms=40.0, available=False),
+        view((9, 30, 31, 32), backlog_ms=2.0),
+        view((9, 20, 30, 40), backlog_ms=2.0),
+    )
+    assert decide("backlog-width", down) == (2, 0.75, 16)  # 30 < 31 ms at 0.75
+    assert decide("backlog-width", down, wide=1.0, base=0.25, threshold_s=0.001) == (1, 0.25, 16)
+
+
+def test_backlog_width_refuses_widths_out_of_order_or_a_negative_threshold():
+    with pytest.raises(ConfigError, match=r"base width 0\.75 must be narrower than wide 0\.5"):
+        ROUTERS.create("backlog-width", wide=0.5, base=0.75)
+    with pytest.raises(ConfigError, match="threshold_s must be >= 0 seconds"):
+        ROUTERS.create("backlog-width", threshold_s=-0.001)
+    only_half = RouterState(0.0, 1, 0, 1, 0, (view((3, 4)),), (0.5, 1.0), GROUPS)
+    with pytest.raises(ConfigError, match=r"width 0\.75 is not one of"):
+        decide("backlog-width", only_half)
+
+
+@pytest.mark.parametrize(
+    "name", ["backlog-width", "constant-best", "least-completion", "slackfit", "infaas"]
+)
 def test_rules_that_read_predictions_say_so_when_the_cluster_has_none(name, state_factory):
     with pytest.raises(ConfigError, match=f"router {name} needs predicted completion times"):
         ROUTERS.create(name).decide(state_factory())
