@@ -26,6 +26,7 @@ def test_registry_lists_every_router_and_rejects_unknown_names():
         "jsq-1.0",
         "learned",
         "least-completion",
+        "least-completion-0.5",
         "least-loaded",
         "ppo",
         "random",

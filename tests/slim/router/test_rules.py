@@ -107,6 +107,20 @@ def test_backlog_width_goes_wide_on_a_short_backlog_and_to_the_base_width_past_i
     assert decide("backlog-width", down, wide=1.0, base=0.25, threshold_s=0.001) == (1, 0.25, 16)
 
 
+def test_least_completion_at_width_keeps_its_width_and_picks_the_soonest_finish_not_the_queue():
+    s = state(
+        view((1, 30, 2, 3), queue=0),  # the shortest queue, but slowest at 0.5
+        view((9, 12, 14, 16), queue=4, backlog_ms=3.0),
+        view((1, 5, 2, 3), queue=0, available=False),
+    )
+    assert decide("least-completion-0.5", s) == (1, 0.5, 16)
+    assert decide("jsq-0.5", s) == (0, 0.5, 16)  # the queue rule goes where the queue is short
+    assert decide("least-completion-0.5", s, width=0.25, group_size=2) == (0, 0.25, 2)
+    odd = RouterState(0.0, 1, 0, 1, 0, (view((3, 4)),), (0.25, 1.0), GROUPS)
+    with pytest.raises(ConfigError, match=r"width 0\.5 is not one of"):
+        decide("least-completion-0.5", odd)
+
+
 def test_backlog_width_refuses_widths_out_of_order_or_a_negative_threshold():
     with pytest.raises(ConfigError, match=r"base width 0\.75 must be narrower than wide 0\.5"):
         ROUTERS.create("backlog-width", wide=0.5, base=0.75)
@@ -118,7 +132,15 @@ def test_backlog_width_refuses_widths_out_of_order_or_a_negative_threshold():
 
 
 @pytest.mark.parametrize(
-    "name", ["backlog-width", "constant-best", "least-completion", "slackfit", "infaas"]
+    "name",
+    [
+        "backlog-width",
+        "constant-best",
+        "least-completion",
+        "least-completion-0.5",
+        "slackfit",
+        "infaas",
+    ],
 )
 def test_rules_that_read_predictions_say_so_when_the_cluster_has_none(name, state_factory):
     with pytest.raises(ConfigError, match=f"router {name} needs predicted completion times"):

