@@ -96,7 +96,7 @@ def train_router_command(
         " out; held-out ones are refused).",
     ),
     advisors: str | None = typer.Option(
-        None, help="learned: comma-separated rules seen as features and cloned (default: 5 rules)."
+        None, help="learned: comma-separated rules seen as features and cloned (default: 6 rules)."
     ),
     action: str | None = typer.Option(
         None,

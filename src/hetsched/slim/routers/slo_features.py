@@ -45,8 +45,18 @@ from hetsched.slim.routers.predictions import (
 OBS_CLIP = 4.0
 """Bound of every entry of the extended observation (the space is [-OBS_CLIP, OBS_CLIP])."""
 
-DEFAULT_ADVISORS = ("constant-best", "jsq-0.25", "jsq-0.5", "slackfit", "infaas")
-"""Rules whose choices the learned router sees: the best rule of some scenario each (issue 19)."""
+DEFAULT_ADVISORS = (
+    "constant-best",
+    "jsq-0.25",
+    "least-completion-0.5",
+    "slackfit",
+    "infaas",
+    "backlog-width",
+)
+"""Rules whose choices the learned router sees: the best rule of some scenario each (issue 19).
+``least-completion-0.5`` rather than ``jsq-0.5``: with ``backlog-width`` beside it, a policy that
+alternated between jsq's server choice (queue length) and backlog-width's (predicted completion)
+met fewer bursty-3x deadlines than either rule alone (RESULTS, "a backlog-switched width rule")."""
 
 SERVER_FEATURES = 8
 """Per-server entries before the per-width ones (present ... head here)."""
