@@ -75,7 +75,7 @@ for scenario in live-pair-1.5x live-pair-bursty; do
   step "compare_$scenario" 150 "${HETSCHED[@]}" slim experiment \
     --scenarios "$OUT/scenarios/$scenario.yaml" --live --checkpoint "$model/checkpoint.pt" \
     --live-devices "$DEV,cpu" --seeds "$seeds" \
-    --routers constant-best,jsq-0.25,jsq-0.5,jsq-1.0,slackfit,infaas,least-completion,learned \
+    --routers constant-best,jsq-0.5,least-completion-0.5,backlog-width,slackfit,infaas,least-completion,learned \
     --out "$OUT/compare_$scenario"
 done
 

@@ -163,3 +163,23 @@ def test_the_fast_path_is_deterministic_per_seed():
     again = evaluate_window(scenario, Cycling(), seed=4)
     other = evaluate_window(scenario, Cycling(), seed=5)
     assert first == again and first != other
+
+
+def test_an_arrival_admitted_late_keeps_its_scheduled_time_and_deadline():
+    """A busy live loop fires arrival events late: the lag counts against the image (its latency
+    and deadline run from when it was due), and window counts cannot exceed the arrivals."""
+    loop = EventLoop()
+    oracle = TableAccuracy(load_accuracy_table("paper"), np.zeros(2))
+    config = ClusterConfig(widths=(1.0,), group_sizes=(1,), decision_time_s=0.0, slo_s=0.075)
+    cluster = SlimCluster([SerialServer(loop)], loop, lambda *_: 0.0, oracle, config)
+    loop.schedule(0.05, lambda: cluster.schedule_arrivals([0.0, 0.01]))  # admitted 50/40 ms late
+    cluster.run(Always())
+    arrivals = {image.image_id: image.arrival_s for image in cluster.completed}
+    assert arrivals == pytest.approx({0: 0.0, 1: 0.01})
+    latencies = {image.image_id: image.latency_s for image in cluster.completed}
+    # served from 50 ms on, alternating: image 0 ends at 120 ms, image 1 at 130 ms
+    assert latencies == pytest.approx({0: 0.120, 1: 0.120})
+    assert not any(image.met_slo for image in cluster.completed)
+    probe = EnergyProbe(cluster, 0.0, 0.01)
+    metrics = window_metrics(cluster, probe, 0.0, 0.01)
+    assert metrics.images == 2 and metrics.slo_attainment == 0.0
