@@ -206,12 +206,29 @@ def test_cpu_batches_compute_in_no_more_slots_than_the_cores_allow(
     backend.close()
 
 
-def test_one_offloaded_spare_per_key(backend: TorchBackend) -> None:
-    """Spares do not grow with the most instances of a key a burst scaled up to."""
+def test_instances_of_one_key_share_its_weights_until_the_last_unloads(
+    backend: TorchBackend, digits_images: torch.Tensor
+) -> None:
+    """A scale-up copies nothing: both instances run on one set of weights, counted once; the
+    weights leave the device only with the last instance, and come back as the one spare."""
     first, second = backend.load(1, 0.5), backend.load(1, 0.5)
+    assert first is not second and first.module is second.module
+    assert backend.vram_used_bytes() == first.param_bytes
+    first_segment = backend.load(0, 1.0)
+    key = SegmentKey(1, 0.5, 1.0)
+    inputs = _run(backend, first_segment, SegmentKey(0, 1.0, 1.0), list(digits_images[:6]))
+    # two batches at once on the shared weights give what one instance gives alone
+    got: dict[int, list[torch.Tensor]] = {}
+    backend.run_batch(first, key, inputs[:3], lambda out: got.__setitem__(0, out))
+    backend.run_batch(second, key, inputs[3:], lambda out: got.__setitem__(1, out))
+    assert backend._loop.run_until(lambda: len(got) == 2, timeout_s=30.0)
+    alone = _run(backend, first, key, inputs)
+    assert torch.allclose(torch.stack(got[0] + got[1]), torch.stack(alone), atol=1e-6)
     backend.unload(first)
+    loaded_bytes = first_segment.param_bytes + second.param_bytes
+    assert not backend._offloaded and backend.vram_used_bytes() == loaded_bytes
+    assert len(_run(backend, second, key, inputs[:2])) == 2  # the other one still runs
     backend.unload(second)
     assert len(backend._offloaded) == 1
     again = backend.load(1, 0.5)
     assert again.module is first.module and not backend._offloaded  # the spare, moved back
-    assert backend.load(1, 0.5).module is not second.module  # the dropped one was not kept
