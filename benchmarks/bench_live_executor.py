@@ -103,9 +103,10 @@ def plain_run(
     model: SlimResNet, batches: list[tuple[int, float, list[torch.Tensor]]], device: torch.device
 ) -> float:
     """(wall s, process CPU s) for the same batches run one after another."""
+    keys = {(segment, width) for segment, width, _ in batches}  # extract each key once
     instances = {
         (segment, width): extract_segment(model, segment, width).to(device).eval()
-        for segment, width, _ in batches
+        for segment, width in keys
     }
     start_s, start_cpu_s = time.perf_counter(), time.process_time()
     with torch.inference_mode():
