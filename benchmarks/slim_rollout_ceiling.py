@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import get_args
 
 from rich.console import Console
 from rich.table import Table
@@ -77,7 +78,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="evaluation seeds 0..N-1")
     parser.add_argument("--chunk", type=int, default=400, help="decisions per rollout chunk")
     parser.add_argument("--horizon", type=int, default=0, help="decisions per rollout; 0: to end")
-    parser.add_argument("--choice", default="score", choices=["score", "attainment-first"])
+    parser.add_argument("--choice", default="score", choices=get_args(TeacherChoice))
     parser.add_argument("--out", type=Path, default=Path("runs/rollout-ceiling.json"))
     args = parser.parse_args()
     if args.seeds < 2 or args.chunk < 1 or args.horizon < 0 or 0 < args.horizon < args.chunk:

@@ -125,8 +125,9 @@ def train_router_command(
     teacher_choice: str | None = typer.Option(
         None,
         help="learned: with per-episode or rollout teachers, score (default: attainment + half the"
-        " accuracy) or attainment-first (the most accurate rule within half a point of the"
-        " episode's best attainment).",
+        " accuracy), attainment-first (the most accurate rule within half a point of the"
+        " episode's best attainment) or attainment-target (the same, counting every rule that"
+        " meets 99 % of the deadlines).",
     ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
     dagger_rounds: int | None = typer.Option(

@@ -4,6 +4,7 @@ deadlines than the best rule there, so fine-tuning cannot buy accuracy with one 
 import pytest
 
 from hetsched.slim.router_training.validation import (
+    ATTAINMENT_TARGET,
     ATTAINMENT_TOLERANCE,
     SHORTFALL_WEIGHT,
     EpisodeScore,
@@ -64,3 +65,16 @@ def test_attainment_first_breaks_accuracy_ties_by_attainment() -> None:
         "b": EpisodeScore(slo_attainment=1.0, accuracy=0.75),
     }
     assert pick_teacher(scores, "attainment-first") == "b"
+
+
+def test_attainment_target_counts_every_rule_that_meets_the_target() -> None:
+    scores = {
+        "safe": EpisodeScore(slo_attainment=1.0, accuracy=0.70),
+        "on-target": EpisodeScore(slo_attainment=ATTAINMENT_TARGET, accuracy=0.73),
+        "below": EpisodeScore(slo_attainment=ATTAINMENT_TARGET - 0.001, accuracy=0.76),
+    }
+    assert pick_teacher(scores, "attainment-first") == "safe"
+    assert pick_teacher(scores, "attainment-target") == "on-target"
+    # with every rule below the target it is attainment-first
+    low = {name: EpisodeScore(s.slo_attainment - 0.1, s.accuracy) for name, s in scores.items()}
+    assert pick_teacher(low, "attainment-target") == pick_teacher(low, "attainment-first")

@@ -97,8 +97,9 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     settle (None: to the end of the episode, several times slower)."""
     teacher_choice: TeacherChoice = "score"
     """With several candidate teachers, how each episode's is picked: ``score`` (attainment +
-    half the accuracy) or ``attainment-first`` (the most accurate rule among those within half a
-    point of the episode's best attainment)."""
+    half the accuracy), ``attainment-first`` (the most accurate rule among those within half a
+    point of the episode's best attainment) or ``attainment-target`` (the same, counting every
+    rule that meets 99 % of the deadlines)."""
     preset: str = "slo"
     """Reward preset (``slo``: eq. 7 + the SLO term; ``efficiency``/``balanced``: eq. 7 exact)."""
     demo_episodes: int = Field(36, ge=1)

@@ -30,6 +30,9 @@ ACCURACY_WEIGHT = 0.5
 ATTAINMENT_TOLERANCE = 0.005
 """With ``attainment-first`` teacher choice: rules this close to an episode's best attainment
 (half a point: 15 images of a 3,000-image episode) count as meeting it."""
+ATTAINMENT_TARGET = 0.99
+"""With ``attainment-target`` teacher choice: the share of deadlines a rule must meet on an episode
+to count (issue 19's bursty bar, and SuperServe's way of stating an SLO)."""
 SHORTFALL_WEIGHT = 4.0
 """Extra weight, in the selection score, of each point of attainment a router falls short of
 the best advisor on a scenario (so such a point costs five times a point of accuracy gained)."""
@@ -69,7 +72,7 @@ def episode_score(
     )
 
 
-TeacherChoice = Literal["score", "attainment-first"]
+TeacherChoice = Literal["score", "attainment-first", "attainment-target"]
 """How a demonstration episode's teacher is picked among the candidate rules (see
 :func:`pick_teacher`)."""
 
@@ -81,11 +84,16 @@ def pick_teacher(scores: Mapping[str, EpisodeScore], choice: TeacherChoice) -> s
     points of accuracy buy one point of attainment). ``attainment-first``: among the rules within
     :data:`ATTAINMENT_TOLERANCE` of the episode's best attainment, the most accurate — issue 19's
     bar (attainment of the best rule, then accuracy) as a teacher, beyond the paper.
+    ``attainment-target``: the same, where every rule meeting :data:`ATTAINMENT_TARGET` also
+    counts (an SLO stated as a share of deadlines, then accuracy).
     """
     if choice == "score":
         return max(scores, key=lambda name: scores[name].score)
     best = max(score.slo_attainment for score in scores.values())
-    meeting = [n for n, s in scores.items() if s.slo_attainment >= best - ATTAINMENT_TOLERANCE]
+    floor = best - ATTAINMENT_TOLERANCE
+    if choice == "attainment-target":
+        floor = min(floor, ATTAINMENT_TARGET)
+    meeting = [n for n, s in scores.items() if s.slo_attainment >= floor]
     return max(meeting, key=lambda name: (scores[name].accuracy, scores[name].slo_attainment))
 
 
