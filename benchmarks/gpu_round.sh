@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One lent-GPU session's checks, as one bounded script (the device machine is lent for minutes):
 #   A. issue 20: the live executor against a plain batched loop on the GPU (NVML energy path),
-#      10 rounds each at 32, 4 and 1 backend workers;
+#      10 rounds each at 32, 4 and 1 backend workers, then 6 longer rounds (1,024 images) at 4,
+#      where instance churn showed (rounds of 256 images last well under a second);
 #   B. issue 19, item 6: the live router comparison on a heterogeneous pair, one GPU server and
 #      one CPU server: a digits:8 model trained here, both devices profiled here, capacities
 #      measured here, scenarios written from them, every rule and the shipped learned router;
@@ -36,10 +37,11 @@ step() {  # step NAME LIMIT_S COMMAND...: runs with a time limit, logs to $OUT/N
 cat "$OUT/machine.txt"
 
 if [ "$SCALE" = 1 ]; then
-  images=256 rounds=10 burst=2000 live_images=2000 seeds=3
+  images=256 rounds=10 long_images=1024 long_rounds=6 burst=2000 live_images=2000 seeds=3
   jobs_sizes=10000,100000,450000 jobs_windows=200000,440000
 else
-  images=32 rounds=2 burst=100 live_images=150 seeds=1 jobs_sizes=2000,8000 jobs_windows=4000
+  images=32 rounds=2 long_images=64 long_rounds=1 burst=100 live_images=150 seeds=1
+  jobs_sizes=2000,8000 jobs_windows=4000
 fi
 pin=()  # the jobs benchmark's own core, where taskset exists
 command -v taskset >/dev/null && pin=(taskset -c "$(($(nproc) - 1))")
@@ -54,6 +56,9 @@ for workers in 32 4 1; do
     --threads 4 --images "$images" --rounds "$rounds" --workers "$workers" \
     --out "$OUT/live_executor_w$workers.json"
 done
+step live_executor_long_w4 120 "$PY" benchmarks/bench_live_executor.py --device "$DEV" \
+  --threads 4 --images "$long_images" --rounds "$long_rounds" --workers 4 \
+  --out "$OUT/live_executor_long_w4.json"
 
 model=$OUT/model
 step train 120 "${HETSCHED[@]}" slim train --data digits:8 --epochs 1 --random-tuples 0 \
