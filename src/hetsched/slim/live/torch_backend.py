@@ -74,8 +74,9 @@ class LiveInstance:
     """A loaded (segment, width) instance: the handle ``load`` gives the executor.
 
     Attributes:
-        module: The standalone segment, on the device.
-        param_bytes: Bytes of its weights on the device.
+        module: The standalone segment, on the device (one module shared by the key's loaded
+            instances).
+        param_bytes: Bytes of its weights (counted once per key in the memory account).
         busy: True while a batch runs on it (the backend refuses a second one).
         batches: Batches it ran.
         last_latency_s: Compute time of its last batch (stack, forward, copy back).
@@ -252,8 +253,8 @@ class TorchBackend:
         """Offloads to the CPU and frees the device memory (Algorithm 1 line 25).
 
         Weights that another loaded instance of the key still uses stay where they are; the last
-        instance's are offloaded, and the CPU copy is kept for the next ``load`` of the same
-        (segment, width), unless one is kept already (then it is dropped).
+        instance's are offloaded, and that CPU copy is kept for the next ``load`` of the same
+        (segment, width): one per key, since a key's instances share one copy.
 
         Raises:
             RuntimeError: If a batch still runs on it, or it is not loaded here.
@@ -269,13 +270,11 @@ class TorchBackend:
             self._on_device[key] = (module, param_bytes, users - 1)
             return
         if self.device.type != "cpu":
-            handle.module = handle.module.to("cpu")
-        # One spare per key: the common reload (the first instance of a key) stays a move, and
-        # the spares do not grow with the most instances a burst ever scaled up to (in a server
-        # soak they did: +110 MB per CPU server over the first minutes of overload).
-        self._offloaded.setdefault(
-            (handle.segment, handle.width), (handle.module, handle.param_bytes)
-        )
+            module = module.to("cpu")
+        # The spare per key makes the common reload a move, not an extraction; with shared
+        # weights there is never more than one (separate copies per instance once grew by
+        # +110 MB per CPU server over the first minutes of an overload soak).
+        self._offloaded[key] = (module, param_bytes)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
