@@ -80,7 +80,6 @@ def _serve_points(commands, results) -> None:
     import psutil
     import torch
 
-    me = psutil.Process()
     models: dict[str, tuple] = {}
     for model_name, cores, threads, queries in iter(commands.get, None):
         try:
@@ -93,15 +92,17 @@ def _serve_points(commands, results) -> None:
             with torch.no_grad():
                 for _ in range(2):  # warm-up after the thread change, outside the measurement
                     model(sample)
-            cpu_before, own_before = psutil.cpu_times(percpu=True), me.cpu_times()
+            # The pod's own CPU time from the kernel's per-process clock (nanoseconds): psutil's
+            # process times count whole clock ticks (10 ms), which a run of a few fast queries
+            # can finish inside, reading a share of 0.
+            cpu_before, own_before_s = psutil.cpu_times(percpu=True), time.process_time()
             start = time.perf_counter()
             latencies = _loadgen_single_stream(model, sample, queries)
             wall_s = time.perf_counter() - start
-            cpu_after, own_after = psutil.cpu_times(percpu=True), me.cpu_times()
+            cpu_after, own_cpu_s = psutil.cpu_times(percpu=True), time.process_time() - own_before_s
             node_busy_s = sum(
                 core_busy_s(cpu_before[c]._asdict(), cpu_after[c]._asdict()) for c in cores
             )
-            own_cpu_s = (own_after.user + own_after.system) - (own_before.user + own_before.system)
             results.put(
                 {
                     "latencies_s": latencies,
