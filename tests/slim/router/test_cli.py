@@ -84,6 +84,16 @@ def test_train_the_advice_router_with_the_rollout_teacher(tmp_path):
     assert router.metadata["config"]["rollout_horizon"] is None  # 0: to the episode's end
 
 
+def test_train_the_advice_router_with_the_attainment_target_teacher(tmp_path):
+    out = invoke("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
+                 "--images", "200", "--demo-episodes", "2", "--dagger-rounds", "0",
+                 "--teacher", "per-episode", "--teacher-choice", "attainment-target",
+                 "--out", str(tmp_path))  # fmt: skip
+    assert "learned router vs the rules it saw" in out
+    router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
+    assert router.metadata["config"]["teacher_choice"] == "attainment-target"
+
+
 def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
     from hetsched.core.errors import ConfigError, UnknownNameError
 
@@ -95,7 +105,8 @@ def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
                  "--dagger-rounds", "1"], ["--dagger-rounds", "-1"],
                  ["--action", "advice", "--teacher", "least-loaded"],
                  ["--method", "ppo", "--rollout-chunk", "5"],
-                 ["--rollout-chunk", "0"], ["--rollout-horizon", "-1"]):  # fmt: skip
+                 ["--rollout-chunk", "0"], ["--rollout-horizon", "-1"],
+                 ["--teacher-choice", "nope"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
         assert isinstance(result.exception, ConfigError | UnknownNameError), args
 
