@@ -81,6 +81,7 @@ def main() -> None:
             "rate_per_s": round(rate_per_s, 1),
             "num_images": args.images,
             "slo_ms": args.slo_ms,
+            "executor": {"exact_width": True},  # as every shipped scenario but paper
         }
         if arrival == "bursty":
             scenario |= {"burst_factor": 4.0, "burst_s": 0.1}

@@ -13,7 +13,7 @@ import typer
 
 from hetsched.core.errors import ConfigError
 from hetsched.slim.live.cluster import LiveSetup, open_live_scenario
-from hetsched.slim.sim.scenario import ScenarioConfig, with_overrides
+from hetsched.slim.sim.scenario import ScenarioConfig, with_exact_width, with_overrides
 from hetsched.slim.sim.scenario_catalog import load_scenario
 
 
@@ -34,21 +34,13 @@ def check_overrides(images: int | None, slo_ms: float | None) -> None:
         raise ConfigError(f"--slo-ms: expected a positive SLO in milliseconds, got {slo_ms:g}")
 
 
-def with_exact_width(scenario: ScenarioConfig, exact_width: bool) -> ScenarioConfig:
-    """The scenario with exact-width execution switched on when ``--exact-width`` was given."""
-    if not exact_width:
-        return scenario
-    executor = scenario.executor.model_copy(update={"exact_width": True})
-    return scenario.model_copy(update={"executor": executor})
-
-
 def scenario_from_options(
     name: str | None,
     images: int | None,
     accuracy_table: str | None,
     rate_per_s: float | None = None,
     slo_ms: float | None = None,
-    exact_width: bool = False,
+    exact_width: bool | None = None,
 ) -> ScenarioConfig:
     """A shipped scenario or a YAML file (default: ``paper``) with command-line overrides."""
     if rate_per_s is not None and rate_per_s <= 0:
@@ -103,10 +95,11 @@ SLO_OPT = typer.Option(
     None, "--slo-ms", help="Latency SLO of every image in ms (default: the scenario's)."
 )
 EXACT_WIDTH_OPT = typer.Option(
-    False,
-    "--exact-width",
-    help="Run each request at exactly its routed width (default: the paper's FINDFREEBESTFIT,"
-    " which may run it on a wider free instance).",
+    None,
+    "--exact-width/--free-best-fit",
+    help="Run each request at exactly its routed width, or by the paper's FINDFREEBESTFIT (a"
+    " wider free instance may run it); default: as the scenario says (`hetsched slim"
+    " scenarios`: exact width on every shipped one but paper).",
 )
 CHECKPOINT_OPT = typer.Option(
     None, "--checkpoint", help="With --live: the SlimResNet checkpoint the servers run."

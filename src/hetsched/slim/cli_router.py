@@ -24,7 +24,6 @@ from hetsched.slim.cli_options import (
     live_from_options,
     names,
     scenario_from_options,
-    with_exact_width,
 )
 from hetsched.slim.experiments.router_experiment import (
     evaluate_routers,
@@ -43,7 +42,7 @@ from hetsched.slim.router_training.learned_training import (
 from hetsched.slim.router_training.trainer import ppo_budget
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.reward import RewardWeights, reward_weights
-from hetsched.slim.sim.scenario import ScenarioConfig, with_overrides
+from hetsched.slim.sim.scenario import ScenarioConfig, with_exact_width, with_overrides
 from hetsched.slim.sim.scenario_catalog import (
     load_scenario,
     load_scenarios,
@@ -281,7 +280,7 @@ def experiment_command(
     accuracy_table: str | None = ACCURACY_OPT,
     rate: float | None = RATE_OPT,
     slo_ms: float | None = SLO_OPT,
-    exact_width: bool = EXACT_WIDTH_OPT,
+    exact_width: bool | None = EXACT_WIDTH_OPT,
 ) -> None:
     """The paper's experiment (random vs PPO-efficiency vs PPO-balanced, Tables III-V), or with
     --scenarios every router on every named scenario."""

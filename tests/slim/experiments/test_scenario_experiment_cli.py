@@ -79,3 +79,23 @@ def test_confidence_interval_and_pareto_front():
     assert abs(ci95_half_width(values) - 2.776 / 5**0.5) < 1e-9
     front = pareto_front({"a": (1.0, 70.0), "b": (0.9, 76.0), "c": (0.8, 75.0), "d": (1.0, 69.0)})
     assert front == {"a", "b"}
+
+
+def test_shipped_scenarios_run_exact_widths_unless_free_best_fit_is_asked_for(tmp_path):
+    """Every shipped scenario but paper runs each request at its routed width; ``--free-best-fit``
+    restores the paper's FINDFREEBESTFIT, under which a request may run wider."""
+    widths = {}
+    for flag in ("", "--free-best-fit"):  # the scenario's own setting, then the paper's
+        out = tmp_path / (flag.strip("-") or "default")
+        args = ["slim", "experiment", "--scenarios", "lan-3x", "--seeds", "1", "--images", "600"]
+        args += ["--routers", "random", "--out", str(out)]
+        result = runner.invoke(typer_app, args + ([flag] if flag else []))
+        assert result.exit_code == 0, result.output
+        document = json.loads((out / "results.json").read_text())
+        assert document["scenarios"]["lan-3x"]["executor"]["exact_width"] is (not flag)
+        run = document["results"][0]["routers"]["random"]
+        widths[flag] = (run["requested_widths"], run["executed_widths"])
+    requested, executed = widths[""]
+    assert executed == pytest.approx(requested)
+    requested, executed = widths["--free-best-fit"]
+    assert executed["1"] > requested["1"]  # run on free wider instances

@@ -17,7 +17,12 @@ from hetsched.slim.experiments.slo_metrics import EnergyProbe, window_metrics
 from hetsched.slim.model.accuracy import load_accuracy_table
 from hetsched.slim.routers import Router, RoutingDecision
 from hetsched.slim.sim.network import LINK_PRESETS, Link
-from hetsched.slim.sim.scenario import ScenarioConfig, model_costs, with_overrides
+from hetsched.slim.sim.scenario import (
+    ScenarioConfig,
+    model_costs,
+    with_exact_width,
+    with_overrides,
+)
 from hetsched.slim.sim.scenario_catalog import load_scenario
 from hetsched.slim.sim.simulated_backend import SimulatedBackend
 from hetsched.slim.sim.workload import window_bounds
@@ -144,15 +149,13 @@ class Cycling(Router):
 
 
 def test_executed_widths_beside_requested_ones_and_exact_width_execution():
-    scenario = with_overrides(load_scenario("lan-3x"), num_images=1200)
-    best_fit = evaluate_window(scenario, Cycling(), seed=0)
+    exact = with_overrides(load_scenario("lan-3x"), num_images=1200)
+    assert exact.executor.exact_width  # the shipped non-paper scenarios run exact widths
+    best_fit = evaluate_window(with_exact_width(exact, False), Cycling(), seed=0)
     assert best_fit.requested_widths == pytest.approx(
         {"0.25": 0.25, "0.5": 0.25, "0.75": 0.25, "1": 0.25}, abs=0.03
     )
     assert best_fit.executed_widths["1"] > best_fit.requested_widths["1"]  # ran wider
-    exact = scenario.model_copy(
-        update={"executor": scenario.executor.model_copy(update={"exact_width": True})}
-    )
     exact_run = evaluate_window(exact, Cycling(), seed=0)
     assert exact_run.executed_widths == pytest.approx(exact_run.requested_widths)
 

@@ -93,10 +93,10 @@ def test_each_remaining_segment_queues_behind_the_backlog_again():
 
 
 def test_backlog_width_goes_wide_on_a_short_backlog_and_to_the_base_width_past_its_threshold():
-    quiet = state(view(SLOW, backlog_ms=7.0), view((9, 8, 7, 6), backlog_ms=8.0))
-    assert decide("backlog-width", quiet) == (1, 0.75, 16)  # mean 7.5 ms < 8 ms; 7 < 60 ms
-    busy = state(view(SLOW, backlog_ms=8.0), view((9, 8, 7, 6), backlog_ms=8.0))
-    assert decide("backlog-width", busy, group_size=4) == (1, 0.5, 4)  # mean 8 ms: not below
+    quiet = state(view(SLOW, backlog_ms=15.0), view((9, 8, 7, 6), backlog_ms=16.0))
+    assert decide("backlog-width", quiet) == (1, 0.75, 16)  # mean 15.5 ms < 16 ms; 7 < 60 ms
+    busy = state(view(SLOW, backlog_ms=16.0), view((9, 8, 7, 6), backlog_ms=16.0))
+    assert decide("backlog-width", busy, group_size=4) == (1, 0.5, 4)  # mean 16 ms: not below
     # the mean runs over available servers only, and the soonest finish at the width wins
     down = state(
         view(FAST, backlog_ms=40.0, available=False),

@@ -139,6 +139,15 @@ def with_overrides(scenario: ScenarioConfig, **updates: Any) -> ScenarioConfig:
     )
 
 
+def with_exact_width(scenario: ScenarioConfig, exact_width: bool | None) -> ScenarioConfig:
+    """``scenario`` with exact-width execution forced on (True) or off (False: Algorithm 1's
+    FINDFREEBESTFIT), or as the scenario sets it (None)."""
+    if exact_width is None or exact_width == scenario.executor.exact_width:
+        return scenario
+    executor = scenario.executor.model_copy(update={"exact_width": exact_width})
+    return scenario.model_copy(update={"executor": executor})
+
+
 class ClusterServers(Protocol):
     """Servers other than the simulated ones, which a scenario's cluster can run on (live)."""
 

@@ -94,6 +94,8 @@ class ScenarioSummary:
     """The sum of every server's capacity at width 1.0 (images/s)."""
     slo_ms: float
     changes: int
+    exact_width: bool = False
+    """Requests run at exactly their routed width (else Algorithm 1's FINDFREEBESTFIT)."""
 
     @property
     def load_vs_fastest(self) -> float:
@@ -105,12 +107,13 @@ class ScenarioSummary:
         counts = Counter(self.servers)
         servers = ", ".join(f"{n}x {d}" if n > 1 else d for d, n in counts.items())
         changes = f", {self.changes} runtime change(s)" if self.changes else ""
+        fit = "exact width" if self.exact_width else "free best fit"
         return (
             f"{self.name:<12} {'held-out' if self.held_out else 'train':<8}"
             f" {self.rate_per_s:>6.0f} img/s = {self.load_vs_fastest:.2f}x the fastest server"
             f" ({self.fastest_capacity_per_s:.0f} img/s at width 1.0; all servers"
             f" {self.cluster_capacity_per_s:.0f}); {servers}; {self.link}; {self.arrival};"
-            f" SLO {self.slo_ms:g} ms{changes}: {self.description}"
+            f" {fit}; SLO {self.slo_ms:g} ms{changes}: {self.description}"
         )
 
 
@@ -133,4 +136,5 @@ def summarize_scenario(name: str, scenario: ScenarioConfig) -> ScenarioSummary:
         cluster_capacity_per_s=sum(capacities),
         slo_ms=scenario.slo_ms,
         changes=len(scenario.changes),
+        exact_width=scenario.executor.exact_width,
     )
