@@ -123,10 +123,10 @@ def train_router_command(
     ),
     teacher_choice: str | None = typer.Option(
         None,
-        help="learned: with per-episode or rollout teachers, score (default: attainment + half the"
-        " accuracy), attainment-first (the most accurate rule within half a point of the"
-        " episode's best attainment) or attainment-target (the same, counting every rule that"
-        " meets 99 % of the deadlines).",
+        help="learned: with per-episode or rollout teachers, attainment-target (default: the"
+        " most accurate rule within half a point of the episode's best attainment, counting"
+        " every rule that meets 99 % of the deadlines), score (attainment + half the accuracy)"
+        " or attainment-first (without the 99 % target).",
     ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
     dagger_rounds: int | None = typer.Option(
