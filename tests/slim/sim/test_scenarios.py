@@ -106,6 +106,9 @@ def test_scenarios_command_lists_each_with_its_capacity():
     fastest = server_capacity_per_s(DEVICES["rtx-2080-ti"], model_costs(), ExecutorConfig())
     assert all(f"({fastest:.0f} img/s at width 1.0" in line for line in lines)
     assert sum("held-out" in line for line in lines) >= 2
+    for line in lines:  # paper keeps the paper's FINDFREEBESTFIT, the others run exact widths
+        assert ("; free best fit;" in line) == (line.split()[0] == "paper"), line
+        assert ("; exact width;" in line) != (line.split()[0] == "paper"), line
 
 
 def test_capacity_follows_the_device_model_and_sets_the_load():
