@@ -1,7 +1,7 @@
 """The learned Slim router over training seeds, beside the best rule of every scenario.
 
 Run: ``.venv/bin/python benchmarks/slim_learned_seeds.py RULES_DIR SEED_DIR [SEED_DIR ...]
-[--out FILE.json]``
+[--out FILE.json] [--select]``
 
 ``RULES_DIR`` is a ``hetsched slim experiment --scenarios ... --routers <rules>`` output folder;
 each ``SEED_DIR`` one of ``--routers learned --router-checkpoint learned=<seed's learned.pt>`` on
@@ -13,7 +13,14 @@ is one replicate, and the table gives mean ± 95 % CI over training seeds (Stude
 The best rule of a scenario is the one with the highest SLO attainment, and among rules within
 0.1 point of it the most accurate (the README's choice). The verdict: ``matches`` when the learned
 router's mean attainment is at least the rule's or the two 95 % intervals overlap, ``loses``
-otherwise; the accuracy difference is the learned mean less the rule's.
+otherwise; the accuracy difference is the learned mean less the rule's
+(:mod:`hetsched.slim.experiments.learned_vs_rules`).
+
+With ``--select`` (on experiments over *tuning* seeds, e.g. ``--seeds 100,101,102,103,104``) it
+also scores each training run as training keeps its best checkpoint (attainment + half the
+accuracy, less four times the attainment short of each scenario's best rule; held-out scenarios
+and ``paper`` take no part) and names the run to ship,
+so the evaluation seeds never take part in the choice.
 """
 
 from __future__ import annotations
@@ -24,28 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from hetsched.core.metrics import mean_and_ci95
-
-TIE_POINTS = 0.1
-"""Rules within this many points of the highest attainment count as tied on attainment."""
+from hetsched.slim.experiments.learned_vs_rules import (
+    best_rule,
+    matches_on_attainment,
+    run_score,
+    select_run,
+)
 
 
 def _results(folder: Path) -> dict[str, dict[str, Any]]:
     """scenario -> {held_out, routers} of one experiment folder's ``results.json``."""
     document = json.loads((folder / "results.json").read_text())
     return {entry["scenario"]: entry for entry in document["results"]}
-
-
-def best_rule(routers: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The rule with the highest attainment; among rules within :data:`TIE_POINTS` of it, the
-    most accurate."""
-    top = max(entry["slo_attainment"]["mean"] for entry in routers.values())
-    tied = {
-        name: entry
-        for name, entry in routers.items()
-        if 100 * (top - entry["slo_attainment"]["mean"]) <= TIE_POINTS
-    }
-    name = max(tied, key=lambda key: tied[key]["accuracy_pct"]["mean"])
-    return name, routers[name]
 
 
 def summarise(rules_dir: Path, seed_dirs: list[Path]) -> list[dict[str, Any]]:
@@ -62,7 +59,7 @@ def summarise(rules_dir: Path, seed_dirs: list[Path]) -> list[dict[str, Any]]:
         acc_mean, acc_ci = mean_and_ci95(accuracy)
         rule_att = 100 * rule["slo_attainment"]["mean"]
         rule_ci = 100 * rule["slo_attainment"]["ci95"]
-        overlap = att_mean + att_ci >= rule_att - rule_ci
+        pooled = {"slo_attainment": {"mean": att_mean / 100, "ci95": att_ci / 100}}
         rows.append(
             {
                 "scenario": scenario,
@@ -77,7 +74,7 @@ def summarise(rules_dir: Path, seed_dirs: list[Path]) -> list[dict[str, Any]]:
                 "learned_accuracy_ci95": acc_ci,
                 "attainment_per_seed": attainment,
                 "accuracy_per_seed": accuracy,
-                "verdict": "matches" if att_mean >= rule_att or overlap else "loses",
+                "verdict": "matches" if matches_on_attainment(pooled, rule) else "loses",
                 "accuracy_vs_rule": acc_mean - rule["accuracy_pct"]["mean"],
             }
         )
@@ -105,14 +102,34 @@ def markdown(rows: list[dict[str, Any]], seeds: int) -> str:
     return "\n".join(lines)
 
 
+def selection(rules_dir: Path, seed_dirs: list[Path]) -> str:
+    """Each training run's score for the choice
+    (:func:`~hetsched.slim.experiments.learned_vs_rules.run_score`) and the one chosen."""
+    rules = _results(rules_dir)
+    runs = [_results(folder) for folder in seed_dirs]
+    lines = ["| training run | selection score |", "| --- | ---: |"]
+    for folder, run in zip(seed_dirs, runs, strict=True):
+        lines.append(f"| {folder} | {run_score(run, rules):.4f} |")
+    lines.append(f"\nchosen: {seed_dirs[select_run(runs, rules)]}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rules", type=Path, help="experiment folder of the rules")
     parser.add_argument("seeds", type=Path, nargs="+", help="experiment folder per training seed")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument(
+        "--select",
+        action="store_true",
+        help="also choose one training run (run this on tuning seeds, not the evaluation seeds)",
+    )
     args = parser.parse_args()
     rows = summarise(args.rules, args.seeds)
     print(markdown(rows, len(args.seeds)))
+    if args.select:
+        print()
+        print(selection(args.rules, args.seeds))
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=1))
 

@@ -220,6 +220,9 @@ def check_example(example: Example, outputs: set[str]) -> None:
                 except HetschedError as error:
                     raise AssertionError(f"{name}={text!r}: {error}") from error
                 continue
+            name_part, equals, value_part = text.partition("=")
+            if given and equals and "/" not in name_part:
+                text = value_part  # NAME=PATH (e.g. --router-checkpoint learned=runs/x.pt)
             if not given or not _looks_like_path(text):
                 continue
             assert (ROOT / text).exists() or _is_under(text, outputs), (

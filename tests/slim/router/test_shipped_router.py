@@ -21,10 +21,10 @@ def test_shipped_router_loads_without_a_checkpoint_and_has_its_data_card():
 
 
 def test_shipped_router_was_trained_with_the_documented_defaults():
-    """The data card's command is ``train-router --seed 0`` with every other setting at its
+    """The data card's command is ``train-router --seed 1`` with every other setting at its
     default: a change of the defaults without retraining fails here."""
     saved = LearnedRouter().metadata["config"]
-    assert saved == LearnedRouterConfig(seed=0).model_dump(mode="json")
+    assert saved == LearnedRouterConfig(seed=1).model_dump(mode="json")
 
 
 def test_shipped_router_meets_the_slo_under_overload_without_falling_to_the_slimmest_width():

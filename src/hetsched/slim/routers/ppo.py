@@ -318,8 +318,9 @@ class LearnedRouter(PPORouter):
     greedily.
 
     Without a checkpoint or a policy it loads the router shipped with the package (trained with
-    ``hetsched slim train-router --seed 0``; its data card says at which commit), so
-    ``--routers learned`` works on a fresh install and the published figures can be rerun.
+    ``hetsched slim train-router --seed 1``; its data card says at which commit and why that
+    seed), so ``--routers learned`` works on a fresh install and the published figures can be
+    rerun.
 
     Args:
         checkpoint: ``learned.pt`` written by the training (or pass ``policy`` and ``encoder``).
@@ -329,7 +330,7 @@ class LearnedRouter(PPORouter):
         group_size: Accepted for a uniform registry signature; the policy chooses g itself.
     """
 
-    shipped = "learned-seed0.pt"
+    shipped = "learned-seed1.pt"
 
     def __init__(
         self,
