@@ -92,13 +92,16 @@ def main() -> None:
     parser.add_argument("--capacity-clients", type=int, default=32)
     parser.add_argument("--multiples", default="1,3", help="offered load / capacity, commas")
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/overload.json"))
+    parser.add_argument(
+        "--server-nice", type=int, default=0, help="niceness of the server actors (0-19)"
+    )
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     data = load_checkpoint(args.checkpoint)["config"]["data"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     config = {
         "checkpoint": str(args.checkpoint.resolve()),
-        "servers": [{"name": "cpu0"}, {"name": "cpu1"}],
+        "servers": [{"name": f"cpu{i}", "nice": args.server_nice} for i in range(2)],
         "router": args.router,
     }
     rows = []

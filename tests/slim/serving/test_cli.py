@@ -103,6 +103,14 @@ def test_serve_names_a_bad_config_field(tmp_path: Path):
     assert "servers" in str(result.exception) and "unique" in str(result.exception)
 
 
+@pytest.mark.parametrize("nice", [-1, 20])
+def test_serve_refuses_a_niceness_that_would_raise_priority_or_is_out_of_range(tmp_path, nice):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"checkpoint: x.pt\nservers: [{{name: a, nice: {nice}}}]\n")
+    result = runner.invoke(typer_app, ["slim", "serve", "--config", str(config)])
+    assert "servers.0.nice" in str(result.exception)
+
+
 def test_serve_refuses_a_network_address_without_a_token(tmp_path: Path):
     config = tmp_path / "cluster.yaml"
     config.write_text("checkpoint: x.pt\n")

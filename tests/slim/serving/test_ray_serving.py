@@ -37,7 +37,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def server(ray_session, digits_checkpoint: Path):
     config = ServeConfig(
         checkpoint=digits_checkpoint,
-        servers=(ServerConfig(name="cpu0"), ServerConfig(name="cpu1")),
+        servers=(ServerConfig(name="cpu0"), ServerConfig(name="cpu1", nice=5)),
         router="static-widest",  # widest width on the least-loaded server: both servers work
         executor={"max_batch": 8, "idle_unload_s": 0.5},
         admission=AdmissionConfig(max_images_in_system=512, max_image_bytes=20_000),
@@ -219,6 +219,17 @@ def test_killed_server_loses_nothing_and_rejoins(server, digits, digits_checkpoi
     after = asyncio.run(post_all(url, bodies[:8]))
     servers = {s for r in after for item in r.json()["results"] for s in item["servers"]}
     assert "cpu0" in servers
+
+
+def test_a_server_asked_to_be_nicer_runs_at_lower_cpu_priority(server):
+    _, runtime = server
+    pool = runtime.pool
+    pids = [
+        asyncio.run_coroutine_threadsafe(pool.pid(index), runtime.event_loop).result(30)
+        for index in (0, 1)
+    ]
+    niceness = [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids]
+    assert niceness[1] == min(19, niceness[0] + 5)
 
 
 def test_a_standard_oip_client_gets_the_models_top1(server, digits, digits_checkpoint):

@@ -26,6 +26,10 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     device (``cpu``, or the GPU's datasheet entry)."""
     num_cpus: float = Field(1.0, ge=0)
     """Ray CPUs the actor reserves."""
+    nice: int = Field(0, ge=0, le=19)
+    """CPU niceness the actor's process adds to itself (``os.nice``; only lowering its priority,
+    which needs no privilege). Where servers share cores with the front, a positive value lets
+    the front's admission answer (and refuse) promptly while the servers are saturated."""
 
     @property
     def num_gpus(self) -> float:

@@ -81,7 +81,14 @@ class RayServerPool:
         self._actors = [
             ServerActor.options(  # type: ignore[attr-defined]  # ray.remote adds options()
                 num_cpus=server.num_cpus, num_gpus=server.num_gpus
-            ).remote(server.name, self._checkpoint_ref, server.device, executor_config, server.spec)
+            ).remote(
+                server.name,
+                self._checkpoint_ref,
+                server.device,
+                executor_config,
+                server.spec,
+                server.nice,
+            )
             for server in servers
         ]
         self._up = [False] * len(servers)
