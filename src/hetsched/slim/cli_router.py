@@ -140,6 +140,7 @@ def train_router_command(
     scenario_name: str | None = SCENARIO_OPT,
     images: int | None = IMAGES_OPT,
     accuracy_table: str | None = ACCURACY_OPT,
+    exact_width: bool | None = EXACT_WIDTH_OPT,
 ) -> None:
     """Trains a router in the simulated cluster; writes checkpoints and learning curves."""
     torch.set_num_threads(1)
@@ -158,7 +159,7 @@ def train_router_command(
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
-            scenario_from_options(scenario_name, images, accuracy_table),
+            scenario_from_options(scenario_name, images, accuracy_table, exact_width=exact_width),
         )  # fmt: skip
         return
     if method != "learned":
@@ -183,6 +184,7 @@ def train_router_command(
         "demo_episodes": demo_episodes,
         "dagger_rounds": dagger_rounds,
         "seed": seed,
+        "exact_width": exact_width,
     }
     if rollout_horizon is not None and rollout_horizon < 0:
         raise ConfigError(

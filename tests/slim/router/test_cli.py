@@ -5,6 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.slim.router_training.scenario_mix import training_mix
 from hetsched.slim.routers import ROUTERS
 
 runner = CliRunner()
@@ -92,6 +93,19 @@ def test_train_the_advice_router_with_the_attainment_target_teacher(tmp_path):
     assert "learned router vs the rules it saw" in out
     router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
     assert router.metadata["config"]["teacher_choice"] == "attainment-target"
+
+
+def test_train_router_follows_the_scenarios_width_mode_unless_told(tmp_path):
+    common = ("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
+              "--images", "100", "--demo-episodes", "1", "--dagger-rounds", "0")  # fmt: skip
+    invoke(*common, "--out", str(tmp_path / "file"))
+    invoke(*common, "--free-best-fit", "--out", str(tmp_path / "paper-rule"))
+    saved = ROUTERS.create("learned", checkpoint=tmp_path / "file" / "learned.pt").metadata
+    told = ROUTERS.create("learned", checkpoint=tmp_path / "paper-rule" / "learned.pt").metadata
+    assert saved["config"]["exact_width"] is None and told["config"]["exact_width"] is False
+    mix = training_mix(["bursty-3x"], 100, exact_width=False)
+    assert not mix.scenarios["bursty-3x"].executor.exact_width
+    assert training_mix(["bursty-3x"], 100).scenarios["bursty-3x"].executor.exact_width
 
 
 def test_train_router_options_of_the_other_method_and_bad_names_are_refused():

@@ -80,6 +80,9 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     rule's queues to show, so the per-episode teacher is not a rule that only looks safe)."""
     randomize: bool = True
     """Perturb training episodes (load, burstiness, link, server speed)."""
+    exact_width: bool | None = None
+    """Run every training and validation episode with exact widths (True) or the paper's
+    FINDFREEBESTFIT (False); None: as each scenario's file says."""
     advisors: tuple[str, ...] = DEFAULT_ADVISORS
     """Rules seen as features."""
     action: Literal["placement", "advice"] = "advice"
@@ -219,7 +222,7 @@ def train_learned_router(
         DataError: ``resume`` without a state file, or a state from other settings.
     """
     console = console or Console()
-    mix = training_mix(config.scenarios, config.images, config.randomize)
+    mix = training_mix(config.scenarios, config.images, config.randomize, config.exact_width)
     encoder = mix_encoder(mix, config.advisors, config.action)
     if config.teacher not in ("best", "per-episode", "rollout"):
         ROUTERS.get(config.teacher)  # an unknown name fails here, listing the known ones

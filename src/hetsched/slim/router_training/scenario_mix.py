@@ -28,7 +28,7 @@ from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.routers.base import ROUTERS
 from hetsched.slim.routers.slo_features import AdviceEncoder, SloEncoder
 from hetsched.slim.sim.runtime_changes import RuntimeChange
-from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
+from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, with_exact_width
 from hetsched.slim.sim.scenario_catalog import load_scenario, scenario_names
 
 ETHERNET_LINKS = ("ethernet-1g", "ethernet-10g")
@@ -115,14 +115,18 @@ class ScenarioMix:
         ]  # fmt: skip
 
 
-def training_mix(names: Sequence[str], images: int, randomize: bool = True) -> ScenarioMix:
-    """The mix of the named scenarios (none named: every shipped one not held out).
+def training_mix(
+    names: Sequence[str], images: int, randomize: bool = True, exact_width: bool | None = None
+) -> ScenarioMix:
+    """The mix of the named scenarios (none named: every shipped one not held out), each run
+    with exact widths or by FINDFREEBESTFIT as ``exact_width`` says (None: as its file says).
 
     Raises:
         HetschedError: For an unknown or held-out scenario.
     """
     chosen = list(names) or training_scenario_names()
-    return ScenarioMix({name: load_scenario(name) for name in chosen}, images, randomize)
+    scenarios = {name: with_exact_width(load_scenario(name), exact_width) for name in chosen}
+    return ScenarioMix(scenarios, images, randomize)
 
 
 def mix_encoder(mix: ScenarioMix, advisors: Sequence[str], action: str = "placement") -> SloEncoder:
