@@ -21,6 +21,7 @@ from typing import Any
 
 import ray
 
+from hetsched.core.gc_pauses import freeze_startup_objects
 from hetsched.slim.serving.metrics import ServerSnapshot
 from hetsched.slim.serving.worker import worker_from_checkpoint
 
@@ -78,6 +79,7 @@ class ServerActor:
         if nice:
             lower_priority(nice)
         self.worker = worker_from_checkpoint(name, checkpoint, device, executor_config, spec)
+        freeze_startup_objects()  # full collections between batches walk only new objects
         self._watchdog: asyncio.Task | None = None
 
     async def run_block(

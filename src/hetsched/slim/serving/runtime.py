@@ -17,6 +17,7 @@ import ray
 from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
 from hetsched.core.events import WallClock
+from hetsched.core.gc_pauses import freeze_startup_objects, thaw_startup_objects
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.model.checkpoint import load_checkpoint
 from hetsched.slim.model.data import load_dataset
@@ -139,8 +140,11 @@ class ServingRuntime:
             shed_from=config.admission.shed_from,
         )
         self.front.start()
+        frozen = freeze_startup_objects()  # full collections under load walk only new objects
         names = ", ".join(f"{server.name} ({server.device})" for server in servers)
-        LOG.info("servers up: %s; router %s", names, config.router)
+        LOG.info(
+            "servers up: %s; router %s; %d start-up objects frozen", names, config.router, frozen
+        )
 
     async def stop(self) -> None:
         """Answers what is queued (503), ends the actors, and the Ray session if it started it."""
@@ -151,3 +155,4 @@ class ServingRuntime:
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+        thaw_startup_objects()
