@@ -30,6 +30,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hetsched.core.entry import run_reporting_user_errors
+from hetsched.core.errors import DataError
 from hetsched.core.metrics import mean_and_ci95
 from hetsched.slim.experiments.learned_vs_rules import (
     best_rule,
@@ -40,9 +42,29 @@ from hetsched.slim.experiments.learned_vs_rules import (
 
 
 def _results(folder: Path) -> dict[str, dict[str, Any]]:
-    """scenario -> {held_out, routers} of one experiment folder's ``results.json``."""
-    document = json.loads((folder / "results.json").read_text())
-    return {entry["scenario"]: entry for entry in document["results"]}
+    """scenario -> {held_out, routers} of one experiment folder's ``results.json``.
+
+    Raises:
+        DataError: For a missing, unreadable or malformed file.
+    """
+    path = folder / "results.json"
+    try:
+        document = json.loads(path.read_text())
+        return {entry["scenario"]: entry for entry in document["results"]}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DataError(f"{path}: not a `hetsched slim experiment` result ({error})") from None
+
+
+def _learned(run: dict[str, dict[str, Any]], scenario: str, folder: Path) -> dict[str, Any]:
+    """The ``learned`` router's summary on ``scenario`` in one training run's results.
+
+    Raises:
+        DataError: If the run has no such scenario or no learned router on it.
+    """
+    try:
+        return run[scenario]["routers"]["learned"]
+    except KeyError:
+        raise DataError(f"{folder}: no 'learned' router on scenario {scenario!r}") from None
 
 
 def summarise(rules_dir: Path, seed_dirs: list[Path]) -> list[dict[str, Any]]:
@@ -52,7 +74,8 @@ def summarise(rules_dir: Path, seed_dirs: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for scenario, entry in rules.items():
         name, rule = best_rule(entry["routers"])
-        learned = [runs[scenario]["routers"]["learned"] for runs in seeds]
+        pairs = zip(seeds, seed_dirs, strict=True)
+        learned = [_learned(runs, scenario, folder) for runs, folder in pairs]
         attainment = [100 * one["slo_attainment"]["mean"] for one in learned]
         accuracy = [one["accuracy_pct"]["mean"] for one in learned]
         att_mean, att_ci = mean_and_ci95(attainment)
@@ -135,4 +158,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_reporting_user_errors(main)

@@ -3,6 +3,7 @@ hand-made experiment results."""
 
 import pytest
 
+from hetsched.core.errors import DataError
 from hetsched.slim.experiments.learned_vs_rules import (
     best_rule,
     matches_on_attainment,
@@ -67,5 +68,8 @@ def test_the_choice_charges_missed_deadlines_and_ignores_held_out_and_paper_scen
     assert select_run([trade, exact, run(1.0, 73.0, 1.0)], rules) == 1
     with pytest.raises(ValueError, match="no training runs"):
         select_run([], rules)
-    with pytest.raises(ValueError, match="no scenario"):
+    with pytest.raises(DataError, match="no scenario"):
         run_score(exact, {"held": rules["held"], "paper": rules["paper"]})
+    no_learned = {name: entry({"other": summary(1.0, 70.0)}) for name in ("lan", "bursty")}
+    with pytest.raises(DataError, match="no 'learned' router"):
+        run_score(no_learned, rules)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hetsched.core.errors import DataError
 from hetsched.slim.router_training.validation import EpisodeScore, selection_score
 
 TIE_POINTS = 0.1
@@ -78,18 +79,22 @@ def run_score(
         router: The learned router's name in ``run``.
 
     Raises:
-        ValueError: If no scenario takes part (all held out, or none in common).
+        DataError: If no scenario takes part (all held out, or none in common), or ``run`` has
+            no ``router`` on one that does.
     """
     scores: dict[str, EpisodeScore] = {}
     best_attainment: dict[str, float] = {}
     for scenario, entry in rules.items():
         if entry["held_out"] or scenario == PAPER_SCENARIO or scenario not in run:
             continue
+        routers = run[scenario]["routers"]
+        if router not in routers:
+            raise DataError(f"scenario {scenario!r}: no {router!r} router among {sorted(routers)}")
         _, rule = best_rule(entry["routers"])
         best_attainment[scenario] = rule["slo_attainment"]["mean"]
-        scores[scenario] = _episode_score(run[scenario]["routers"][router])
+        scores[scenario] = _episode_score(routers[router])
     if not scores:
-        raise ValueError("no scenario to choose on: every one is held out, paper or missing")
+        raise DataError("no scenario to choose on: every one is held out, paper or missing")
     return selection_score(scores, best_attainment)
 
 
