@@ -30,7 +30,7 @@ from hetsched.core.metrics import mean_and_ci95
 from hetsched.slim.experiments.scenario_experiment import evaluate_window
 from hetsched.slim.experiments.slo_metrics import EnergyProbe, window_metrics
 from hetsched.slim.router_training.teachers import RolloutTeacher
-from hetsched.slim.router_training.validation import TeacherChoice
+from hetsched.slim.router_training.validation import TeacherChoice, TeacherPick
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.slo_features import DEFAULT_ADVISORS
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
@@ -51,7 +51,7 @@ def rollout_run(
     cluster = build_cluster(scenario, seed)
     start_s, end_s = window_bounds(cluster.arrival_times_s, scenario.warmup_fraction)
     probe = EnergyProbe(cluster, start_s, end_s)
-    teacher = RolloutTeacher(DEFAULT_ADVISORS, seed, chunk, choice, horizon)
+    teacher = RolloutTeacher(DEFAULT_ADVISORS, seed, chunk, TeacherPick(choice), horizon)
     decision = 0
     while (state := cluster.next_state()) is not None:
         _name, rule = teacher.teacher(decision, cluster)

@@ -128,6 +128,16 @@ def train_router_command(
         " every rule that meets 99 % of the deadlines), score (attainment + half the accuracy)"
         " or attainment-first (without the 99 % target).",
     ),
+    teacher_tolerance: float | None = typer.Option(
+        None,
+        help="learned: attainment below an episode's best that still counts as meeting it"
+        " (default 0.005: half a point).",
+    ),
+    teacher_target: float | None = typer.Option(
+        None,
+        help="learned: with attainment-target, the share of deadlines that counts as meeting"
+        " the SLO (default 0.99).",
+    ),
     demo_episodes: int | None = typer.Option(None, help="learned: demonstration episodes."),
     dagger_rounds: int | None = typer.Option(
         None,
@@ -148,14 +158,14 @@ def train_router_command(
         raise ConfigError(f"--images: expected at least 1 image, got {images}")
     if method == "ppo":
         learned_only = (
-            scenarios, advisors, action, advantage, teacher, teacher_choice, rollout_chunk,
-            rollout_horizon, demo_episodes, dagger_rounds, resume,
+            scenarios, advisors, action, advantage, teacher, teacher_choice, teacher_tolerance,
+            teacher_target, rollout_chunk, rollout_horizon, demo_episodes, dagger_rounds, resume,
         )  # fmt: skip
         if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
                 "--scenarios, --advisors, --action, --advantage, --teacher, --teacher-choice,"
-                " --rollout-chunk, --rollout-horizon, --demo-episodes, --dagger-rounds and"
-                " --resume apply to --method learned"
+                " --teacher-tolerance, --teacher-target, --rollout-chunk, --rollout-horizon,"
+                " --demo-episodes, --dagger-rounds and --resume apply to --method learned"
             )
         _train_paper_router(
             preset or "efficiency", reward, steps or 30_000, rollout, seed, out,
@@ -175,6 +185,8 @@ def train_router_command(
         "advantage": advantage,
         "teacher": teacher,
         "teacher_choice": teacher_choice,
+        "teacher_tolerance": teacher_tolerance,
+        "teacher_target": teacher_target,
         "rollout_chunk": rollout_chunk,
         "rollout_horizon": rollout_horizon,
         "preset": preset,

@@ -89,10 +89,13 @@ def test_train_the_advice_router_with_the_attainment_target_teacher(tmp_path):
     out = invoke("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
                  "--images", "200", "--demo-episodes", "2", "--dagger-rounds", "0",
                  "--teacher", "per-episode", "--teacher-choice", "attainment-target",
+                 "--teacher-tolerance", "0.001", "--teacher-target", "0.999",
                  "--out", str(tmp_path))  # fmt: skip
     assert "learned router vs the rules it saw" in out
     router = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt")
-    assert router.metadata["config"]["teacher_choice"] == "attainment-target"
+    config = router.metadata["config"]
+    assert config["teacher_choice"] == "attainment-target"
+    assert (config["teacher_tolerance"], config["teacher_target"]) == (0.001, 0.999)
 
 
 def test_train_router_follows_the_scenarios_width_mode_unless_told(tmp_path):
@@ -120,9 +123,13 @@ def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
                  ["--action", "advice", "--teacher", "least-loaded"],
                  ["--method", "ppo", "--rollout-chunk", "5"],
                  ["--rollout-chunk", "0"], ["--rollout-horizon", "-1"],
-                 ["--teacher-choice", "nope"]):  # fmt: skip
+                 ["--teacher-choice", "nope"], ["--teacher-target", "1.5"],
+                 ["--teacher-tolerance", "-0.1"],
+                 ["--method", "ppo", "--teacher-target", "0.9"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
         assert isinstance(result.exception, ConfigError | UnknownNameError), args
+        if args[0].startswith("--teacher-t"):
+            assert args[0][2:].replace("-", "_") in str(result.exception), result.exception
 
 
 def test_bad_seeds_and_unknown_router_are_clean_errors(tmp_path):

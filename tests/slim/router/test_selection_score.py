@@ -8,7 +8,7 @@ from hetsched.slim.router_training.validation import (
     ATTAINMENT_TOLERANCE,
     SHORTFALL_WEIGHT,
     EpisodeScore,
-    pick_teacher,
+    TeacherPick,
     scenario_scores,
     selection_score,
 )
@@ -48,15 +48,15 @@ def test_teacher_choice_by_score_trades_attainment_for_accuracy() -> None:
         "jsq-0.5": EpisodeScore(slo_attainment=0.996, accuracy=0.733),
         "constant-best": EpisodeScore(slo_attainment=0.2, accuracy=0.76),
     }
-    assert pick_teacher(scores, "score") == "jsq-0.5"
+    assert TeacherPick("score").pick(scores) == "jsq-0.5"
     # Attainment first: 0.4 points short is within the half-point tolerance, so jsq-0.5 still
     # counts as meeting the best; at 0.6 points short it does not.
-    assert pick_teacher(scores, "attainment-first") == "jsq-0.5"
+    assert TeacherPick("attainment-first").pick(scores) == "jsq-0.5"
     scores["jsq-0.5"] = EpisodeScore(
         slo_attainment=1.0 - ATTAINMENT_TOLERANCE - 0.001, accuracy=0.8
     )
-    assert pick_teacher(scores, "attainment-first") == "jsq-0.25"
-    assert pick_teacher(scores, "score") == "jsq-0.5"
+    assert TeacherPick("attainment-first").pick(scores) == "jsq-0.25"
+    assert TeacherPick("score").pick(scores) == "jsq-0.5"
 
 
 def test_attainment_first_breaks_accuracy_ties_by_attainment() -> None:
@@ -64,7 +64,7 @@ def test_attainment_first_breaks_accuracy_ties_by_attainment() -> None:
         "a": EpisodeScore(slo_attainment=0.998, accuracy=0.75),
         "b": EpisodeScore(slo_attainment=1.0, accuracy=0.75),
     }
-    assert pick_teacher(scores, "attainment-first") == "b"
+    assert TeacherPick("attainment-first").pick(scores) == "b"
 
 
 def test_attainment_target_counts_every_rule_that_meets_the_target() -> None:
@@ -73,8 +73,22 @@ def test_attainment_target_counts_every_rule_that_meets_the_target() -> None:
         "on-target": EpisodeScore(slo_attainment=ATTAINMENT_TARGET, accuracy=0.73),
         "below": EpisodeScore(slo_attainment=ATTAINMENT_TARGET - 0.001, accuracy=0.76),
     }
-    assert pick_teacher(scores, "attainment-first") == "safe"
-    assert pick_teacher(scores, "attainment-target") == "on-target"
+    assert TeacherPick("attainment-first").pick(scores) == "safe"
+    assert TeacherPick("attainment-target").pick(scores) == "on-target"
     # with every rule below the target it is attainment-first
     low = {name: EpisodeScore(s.slo_attainment - 0.1, s.accuracy) for name, s in scores.items()}
-    assert pick_teacher(low, "attainment-target") == pick_teacher(low, "attainment-first")
+    assert TeacherPick("attainment-target").pick(low) == TeacherPick("attainment-first").pick(low)
+
+
+def test_a_tighter_bar_keeps_the_rule_that_meets_more_deadlines() -> None:
+    # bursty-3x-like episode: the slim rule meets 99.97 %, the wider one 99.67 % at +0.8 accuracy
+    scores = {
+        "least-completion-0.5": EpisodeScore(slo_attainment=0.9997, accuracy=0.7300),
+        "backlog-width": EpisodeScore(slo_attainment=0.9967, accuracy=0.7379),
+    }
+    assert TeacherPick("attainment-target").pick(scores) == "backlog-width"
+    tight = TeacherPick("attainment-target", tolerance=0.001, target=0.999)
+    assert tight.pick(scores) == "least-completion-0.5"
+    # a wider rule within the tight tolerance still wins on accuracy
+    close = {**scores, "backlog-width": EpisodeScore(slo_attainment=0.9990, accuracy=0.7379)}
+    assert tight.pick(close) == "backlog-width"

@@ -31,7 +31,7 @@ from hetsched.rl import FactoredActorCritic
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.teachers import FixedTeacher, Labeller, RolloutTeacher
-from hetsched.slim.router_training.validation import EpisodeScore, TeacherChoice, pick_teacher
+from hetsched.slim.router_training.validation import EpisodeScore, TeacherPick
 from hetsched.slim.routers.base import ROUTERS, Router
 
 ClusterFactory = Callable[[int], SlimCluster]
@@ -117,7 +117,7 @@ def collect_demonstrations(
     seeds: list[int],
     score: Callable[[SlimCluster, Router], EpisodeScore],
     *,
-    choice: TeacherChoice = "score",
+    choice: TeacherPick = TeacherPick(),
     driver: Router | None = None,
     progress: bool = False,
     into: Demonstrations | None = None,
@@ -133,7 +133,7 @@ def collect_demonstrations(
         teachers: Rule names: the teacher, or the candidates of each episode.
         seeds: Demonstration episode seeds.
         score: Scores a rule on a fresh cluster (used with several teachers).
-        choice: How the scores pick each episode's teacher (:func:`pick_teacher`).
+        choice: How the scores pick each episode's teacher (:class:`TeacherPick`).
         driver: A policy that acts while the teachers only label (see :func:`record_episode`).
         into: Demonstrations to append to (default: new ones).
         rollout_chunk: 0: one teacher per episode; else decisions per chunk of a
@@ -155,7 +155,7 @@ def collect_demonstrations(
                     name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
                     for name in (teachers if len(teachers) > 1 else ())
                 }
-                teacher = pick_teacher(scores, choice) if scores else teachers[0]
+                teacher = choice.pick(scores) if scores else teachers[0]
                 record_episode(env, FixedTeacher(teacher, seed), seed, demos, driver)
                 labelled = {teacher: 1}
             for name, count in labelled.items():

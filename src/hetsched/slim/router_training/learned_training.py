@@ -51,8 +51,11 @@ from hetsched.slim.router_training.curves import write_curves
 from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.scenario_mix import mix_encoder, training_mix
 from hetsched.slim.router_training.validation import (
+    ATTAINMENT_TARGET,
+    ATTAINMENT_TOLERANCE,
     EpisodeScore,
     TeacherChoice,
+    TeacherPick,
     episode_score,
     mean_score,
     scenario_scores,
@@ -106,6 +109,11 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     target). ``attainment-target`` replaced ``score`` as the default when it raised accuracy at
     the same deadlines on bursty-3x over three training seeds (benchmarks/RESULTS.md, "exact-width
     execution, and the bursty bar")."""
+    teacher_tolerance: float = Field(ATTAINMENT_TOLERANCE, ge=0, le=1)
+    """With ``attainment-first``/``attainment-target``: attainment below the episode's best
+    that still counts as meeting it (0.005: half a point)."""
+    teacher_target: float = Field(ATTAINMENT_TARGET, ge=0, le=1)
+    """With ``attainment-target``: the share of deadlines that counts as meeting the SLO."""
     preset: str = "slo"
     """Reward preset (``slo``: eq. 7 + the SLO term; ``efficiency``/``balanced``: eq. 7 exact)."""
     demo_episodes: int = Field(36, ge=1)
@@ -267,7 +275,7 @@ def train_learned_router(
             _teachers(config, references),
             [config.seed * 100_000 + k for k in range(config.demo_episodes)],
             episode_score,
-            choice=config.teacher_choice,
+            choice=_teacher_pick(config),
             progress=progress,
             rollout_chunk=_rollout_chunk(config),
             rollout_horizon=config.rollout_horizon,
@@ -293,7 +301,7 @@ def train_learned_router(
                 _teachers(config, references),
                 list(range(first_seed, first_seed + config.demo_episodes)),
                 episode_score,
-                choice=config.teacher_choice,
+                choice=_teacher_pick(config),
                 driver=greedy(first_seed),
                 progress=progress,
                 into=demos,
@@ -378,6 +386,11 @@ def _teachers(
     if config.teacher == "best":
         return (max(references, key=lambda name: EpisodeScore(**references[name]).score),)
     return (config.teacher,)
+
+
+def _teacher_pick(config: LearnedRouterConfig) -> TeacherPick:
+    """How each demonstration episode's (or rollout chunk's) teacher is picked."""
+    return TeacherPick(config.teacher_choice, config.teacher_tolerance, config.teacher_target)
 
 
 def _rollout_chunk(config: LearnedRouterConfig) -> int:

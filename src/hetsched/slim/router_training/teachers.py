@@ -2,7 +2,7 @@
 
 Beyond the paper (issue 19). Behaviour cloning and DAgger copy a *teacher*; until now a teacher
 was one rule per episode (the episode's best, :func:`~hetsched.slim.router_training.validation.
-pick_teacher`). One rule per episode cannot show *when* to switch: on a bursty episode the best
+TeacherPick`). One rule per episode cannot show *when* to switch: on a bursty episode the best
 single rule is the one that survives the bursts (a slim join-shortest-queue), and the calm
 stretches between bursts, where a wider rule would have met every deadline too, are labelled
 with the slim rule as well.
@@ -27,9 +27,8 @@ from typing import Protocol
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.router_training.validation import (
     EpisodeScore,
-    TeacherChoice,
+    TeacherPick,
     episode_score,
-    pick_teacher,
 )
 from hetsched.slim.routers.base import ROUTERS, Router
 
@@ -93,7 +92,7 @@ class RolloutTeacher:
         candidates: Registered rule names (one instance each, kept for the whole episode).
         seed: Seed of every rule instance.
         chunk_decisions: Decisions between two rollouts.
-        choice: How the rollouts' scores pick the rule (:func:`pick_teacher`).
+        choice: How the rollouts' scores pick the rule (:class:`TeacherPick`).
         horizon_decisions: Decisions per rollout (:func:`horizon_score`); None: to the end of
             the episode (exact, and the improvement property holds, but each chunk then costs
             one run of the rest of the episode per candidate).
@@ -109,7 +108,7 @@ class RolloutTeacher:
         candidates: tuple[str, ...],
         seed: int,
         chunk_decisions: int,
-        choice: TeacherChoice = "score",
+        choice: TeacherPick = TeacherPick(),
         horizon_decisions: int | None = None,
     ) -> None:
         if not candidates:
@@ -125,7 +124,7 @@ class RolloutTeacher:
             )
         self.chunk_decisions = chunk_decisions
         self.horizon_decisions = horizon_decisions
-        self.choice: TeacherChoice = choice
+        self.choice = choice
         self.current = candidates[0]
         self.chunks: dict[str, int] = {}
         self.rollout_scores: list[EpisodeScore] = []
@@ -139,7 +138,7 @@ class RolloutTeacher:
                 else horizon_score(fork(cluster), copy.deepcopy(router), horizon)
                 for name, router in self.routers.items()
             }
-            self.current = pick_teacher(scores, self.choice)
+            self.current = self.choice.pick(scores)
             self.chunks[self.current] = self.chunks.get(self.current, 0) + 1
             self.rollout_scores.append(scores[self.current])
         return self.current, self.routers[self.current]

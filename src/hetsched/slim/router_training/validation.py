@@ -28,11 +28,12 @@ from hetsched.slim.sim.workload import window_bounds
 ACCURACY_WEIGHT = 0.5
 """Weight of accuracy against SLO attainment in the episode score."""
 ATTAINMENT_TOLERANCE = 0.005
-"""With ``attainment-first`` teacher choice: rules this close to an episode's best attainment
-(half a point: 15 images of a 3,000-image episode) count as meeting it."""
+"""Default tolerance of the ``attainment-first`` and ``attainment-target`` teacher choices: rules
+this close to an episode's best attainment (half a point: 15 images of a 3,000-image episode)
+count as meeting it."""
 ATTAINMENT_TARGET = 0.99
-"""With ``attainment-target`` teacher choice: the share of deadlines a rule must meet on an episode
-to count (issue 19's bursty bar, and SuperServe's way of stating an SLO)."""
+"""Default target of the ``attainment-target`` teacher choice: the share of deadlines a rule must
+meet on an episode to count (issue 19's bursty bar, and SuperServe's way of stating an SLO)."""
 SHORTFALL_WEIGHT = 4.0
 """Extra weight, in the selection score, of each point of attainment a router falls short of
 the best advisor on a scenario (so such a point costs five times a point of accuracy gained)."""
@@ -74,27 +75,39 @@ def episode_score(
 
 TeacherChoice = Literal["score", "attainment-first", "attainment-target"]
 """How a demonstration episode's teacher is picked among the candidate rules (see
-:func:`pick_teacher`)."""
+:class:`TeacherPick`)."""
 
 
-def pick_teacher(scores: Mapping[str, EpisodeScore], choice: TeacherChoice) -> str:
-    """The candidate rule to imitate on one episode, given each rule's score on it.
+@dataclass(frozen=True)
+class TeacherPick:
+    """Picks the candidate rule to imitate on one episode, given each rule's score on it.
 
     ``score``: the highest :attr:`EpisodeScore.score` (attainment + half the accuracy, so two
     points of accuracy buy one point of attainment). ``attainment-first``: among the rules within
-    :data:`ATTAINMENT_TOLERANCE` of the episode's best attainment, the most accurate — issue 19's
-    bar (attainment of the best rule, then accuracy) as a teacher, beyond the paper.
-    ``attainment-target``: the same, where every rule meeting :data:`ATTAINMENT_TARGET` also
-    counts (an SLO stated as a share of deadlines, then accuracy).
+    ``tolerance`` of the episode's best attainment, the most accurate — issue 19's bar
+    (attainment of the best rule, then accuracy) as a teacher, beyond the paper.
+    ``attainment-target``: the same, where every rule meeting ``target`` also counts (an SLO
+    stated as a share of deadlines, then accuracy). A tighter bar (``tolerance`` 0.001 and
+    ``target`` 0.999) imitates the rule with the most deadlines met unless a more accurate one
+    meets nearly as many, where the defaults let half a point of deadlines go for accuracy.
     """
-    if choice == "score":
-        return max(scores, key=lambda name: scores[name].score)
-    best = max(score.slo_attainment for score in scores.values())
-    floor = best - ATTAINMENT_TOLERANCE
-    if choice == "attainment-target":
-        floor = min(floor, ATTAINMENT_TARGET)
-    meeting = [n for n, s in scores.items() if s.slo_attainment >= floor]
-    return max(meeting, key=lambda name: (scores[name].accuracy, scores[name].slo_attainment))
+
+    choice: TeacherChoice = "score"
+    tolerance: float = ATTAINMENT_TOLERANCE
+    """Attainment below the episode's best that still counts as meeting it."""
+    target: float = ATTAINMENT_TARGET
+    """With ``attainment-target``: attainment that counts as meeting the SLO."""
+
+    def pick(self, scores: Mapping[str, EpisodeScore]) -> str:
+        """The name of the rule to imitate (``scores``: rule name -> its episode score)."""
+        if self.choice == "score":
+            return max(scores, key=lambda name: scores[name].score)
+        best = max(score.slo_attainment for score in scores.values())
+        floor = best - self.tolerance
+        if self.choice == "attainment-target":
+            floor = min(floor, self.target)
+        meeting = [n for n, s in scores.items() if s.slo_attainment >= floor]
+        return max(meeting, key=lambda name: (scores[name].accuracy, scores[name].slo_attainment))
 
 
 def mean_score(scores: Sequence[EpisodeScore]) -> EpisodeScore:
