@@ -10,6 +10,7 @@ from hetsched.slim.router_training.teachers import RolloutTeacher, fork, horizon
 from hetsched.slim.router_training.validation import episode_score
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.reward import REWARD_PRESETS
+from hetsched.slim.sim.future_arrivals import FutureSampler
 
 RULES = ("jsq-0.25", "slackfit", "constant-best")
 
@@ -97,3 +98,24 @@ def test_bad_rollout_settings_are_refused():
     with pytest.raises(ValueError, match="must be at least rollout_chunk"):
         LearnedRouterConfig(teacher="rollout", rollout_chunk=500, rollout_horizon=400)
     assert LearnedRouterConfig(rollout_chunk=500, rollout_horizon=None).rollout_horizon is None
+
+
+def test_a_teacher_on_sampled_futures_labels_from_the_present_and_repeats_per_seed():
+    mix = _mix()
+    scenario = mix.scenarios["bursty-3x"]
+    encoder = mix_encoder(mix, RULES, "advice")
+
+    def run() -> tuple[dict[str, int], list]:
+        env = SlimRoutingEnv(lambda _drawn: mix.cluster(2), encoder, REWARD_PRESETS["slo"])
+        teacher = RolloutTeacher(RULES, seed=2, chunk_decisions=60, horizon_decisions=120,
+                                 futures=FutureSampler(scenario), samples=2)  # fmt: skip
+        demos = Demonstrations()
+        record_episode(env, teacher, 2, demos)
+        assert env.cluster is not None and len(demos) == env.cluster.decisions
+        return teacher.chunks, teacher.rollout_scores
+
+    first, again = run(), run()
+    assert first == again and sum(first[0].values()) == len(first[1]) >= 3
+    with pytest.raises(ValueError, match="samples"):
+        RolloutTeacher(RULES, seed=0, chunk_decisions=5, futures=FutureSampler(scenario),
+                       samples=0)  # fmt: skip

@@ -63,6 +63,14 @@ class TableAccuracy:
             prior = self._priors[key] = float(self.table.lookup(key))
         return prior
 
+    def redraw_difficulty(self, first_image: int, rng: np.random.Generator) -> None:
+        """New difficulties for images ``first_image`` on: a lookahead's copy of the cluster
+        must not know which future images are hard (measured tables answer per test image and
+        keep their answers)."""
+        count = len(self._difficulty) - first_image
+        if count > 0:
+            self._difficulty[first_image:] = rng.random(count).tolist()
+
     def correct(self, widths: Sequence[float], image_index: int) -> bool:
         """The measured answer for the image, else its difficulty against the table's top-1."""
         test_images = self.table.num_images

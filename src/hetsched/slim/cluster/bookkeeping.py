@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Any
 
+from hetsched.core.events import EventHandle
 from hetsched.slim.cluster.accuracy_oracle import AccuracyOracle, OutputAccuracyOracle
 from hetsched.slim.cluster.completion_model import CompletionModel
 from hetsched.slim.cluster.config import ClusterConfig, EventClock, TransferTime
@@ -70,6 +72,8 @@ class ClusterBookkeeping:
         self._arrival_times_s: list[float] = []
         self._arrival_offset = 0
         """Images admitted before :attr:`_arrival_times_s` was last rebuilt."""
+        self._arrival_event: EventHandle | None = None
+        """The one pending arrival event (replaced when the future arrivals are)."""
         self._in_transit = [0] * len(self.servers)
         self._next_decision = 0
         self._output_accuracy = accuracy if isinstance(accuracy, OutputAccuracyOracle) else None
@@ -109,7 +113,34 @@ class ClusterBookkeeping:
         if index < len(self._arrival_times_s):
             at_s = self._arrival_times_s[index]
             now_s = self.clock.now_s()
-            self.clock.schedule(at_s if at_s > now_s else now_s, self._arrive)
+            self._arrival_event = self.clock.schedule(at_s if at_s > now_s else now_s, self._arrive)
+
+    def replace_future_arrivals(self, arrival_times_s: Sequence[float]) -> None:
+        """The images not yet admitted arrive at these times instead (beyond the paper).
+
+        For a lookahead's copy of the cluster: scoring a rule on a future drawn from the arrival
+        process, rather than on the workload's own future, which no router can know
+        (:class:`~hetsched.slim.router_training.teachers.RolloutTeacher` with sampled futures).
+
+        Raises:
+            ValueError: Unless there is one time per image still to arrive, in order, none
+                before now.
+        """
+        remaining = self.images_to_arrive
+        index = len(self._arrival_times_s) - remaining
+        times = [float(t) for t in arrival_times_s]
+        if len(times) != remaining:
+            raise ValueError(f"expected {remaining} future arrival times, got {len(times)}")
+        if any(b < a for a, b in pairwise(times)):
+            raise ValueError("future arrival times must be in order")
+        if times and times[0] < self.clock.now_s():
+            raise ValueError(
+                f"future arrival at {times[0]} s is before now ({self.clock.now_s()} s)"
+            )
+        if self._arrival_event is not None:
+            self._arrival_event.cancel()
+        self._arrival_times_s = self._arrival_times_s[:index] + times
+        self._schedule_next_arrival()
 
     def _arrive(self) -> None:
         """Admits every image due by now, each stamped with its *scheduled* arrival time.
@@ -234,6 +265,17 @@ class ClusterBookkeeping:
         """Arrival times of the images of the last :meth:`schedule_arrivals` (with any still
         waiting from before it), in order: a whole workload's, when it was scheduled at once."""
         return list(self._arrival_times_s)
+
+    @property
+    def images_to_arrive(self) -> int:
+        """Images scheduled that have not arrived yet."""
+        return len(self._arrival_times_s) - (self.arrived - self._arrival_offset)
+
+    @property
+    def last_arrival_s(self) -> float | None:
+        """When the latest admitted image was due (None before the first)."""
+        index = self.arrived - self._arrival_offset - 1
+        return self._arrival_times_s[index] if index >= 0 else None
 
     @property
     def decisions(self) -> int:

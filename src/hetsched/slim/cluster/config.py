@@ -7,13 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from hetsched.core.events import EventHandle
+
 
 class EventClock(Protocol):
     """The clock the cluster runs on: ``now_s`` plus scheduling and stepping (EventLoop-like)."""
 
     def now_s(self) -> float: ...
 
-    def schedule(self, at_s: float, callback: Callable[[], None], priority: int = 0) -> object: ...
+    def schedule(
+        self, at_s: float, callback: Callable[[], None], priority: int = 0
+    ) -> EventHandle: ...
 
     def schedule_in(
         self, delay_s: float, callback: Callable[[], None], priority: int = 0

@@ -15,7 +15,10 @@ deterministic per seed and the rules keep no state that the copies do not copy, 
 picked at one chunk, continued, is a candidate at the next chunk with the same score: without a
 driver the rollout's own episode scores at least as well as the best single rule on that
 episode (checked by a test). The copies see the episode's future arrivals, which a router cannot;
-cloning keeps what the observation can predict.
+cloning keeps what the observation can predict. With a
+:class:`~hetsched.slim.sim.future_arrivals.FutureSampler` each candidate is scored instead on
+``samples`` futures drawn from the arrival process given what a router sees now (the same draws
+for every candidate), so the labels depend only on the present.
 """
 
 from __future__ import annotations
@@ -24,13 +27,17 @@ import copy
 import math
 from typing import Protocol
 
+import numpy as np
+
 from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.router_training.validation import (
     EpisodeScore,
     TeacherPick,
     episode_score,
+    mean_score,
 )
 from hetsched.slim.routers.base import ROUTERS, Router
+from hetsched.slim.sim.future_arrivals import FutureSampler
 
 
 def fork(cluster: SlimCluster) -> SlimCluster:
@@ -96,6 +103,9 @@ class RolloutTeacher:
         horizon_decisions: Decisions per rollout (:func:`horizon_score`); None: to the end of
             the episode (exact, and the improvement property holds, but each chunk then costs
             one run of the rest of the episode per candidate).
+        futures: None: rollouts see the episode's own future (clairvoyant); else each runs on
+            ``samples`` futures drawn by this sampler (seeded by ``seed`` and the chunk).
+        samples: Futures per candidate and chunk with ``futures``.
 
     Attributes:
         chunks: Chunks each rule labelled so far.
@@ -110,7 +120,11 @@ class RolloutTeacher:
         chunk_decisions: int,
         choice: TeacherPick = TeacherPick(),
         horizon_decisions: int | None = None,
+        futures: FutureSampler | None = None,
+        samples: int = 1,
     ) -> None:
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
         if not candidates:
             raise ValueError("a rollout teacher needs at least one candidate rule")
         if chunk_decisions < 1:
@@ -125,20 +139,34 @@ class RolloutTeacher:
         self.chunk_decisions = chunk_decisions
         self.horizon_decisions = horizon_decisions
         self.choice = choice
+        self.futures = futures
+        self.samples = samples if futures is not None else 1
+        self.seed = seed
         self.current = candidates[0]
         self.chunks: dict[str, int] = {}
         self.rollout_scores: list[EpisodeScore] = []
 
     def teacher(self, decision: int, cluster: SlimCluster) -> tuple[str, Router]:
         if decision % self.chunk_decisions == 0:
-            horizon = self.horizon_decisions
+            chunk = decision // self.chunk_decisions
             scores = {
-                name: episode_score(fork(cluster), copy.deepcopy(router))
-                if horizon is None
-                else horizon_score(fork(cluster), copy.deepcopy(router), horizon)
+                name: mean_score(
+                    [self._rollout(cluster, router, chunk, k) for k in range(self.samples)]
+                )
                 for name, router in self.routers.items()
             }
             self.current = self.choice.pick(scores)
             self.chunks[self.current] = self.chunks.get(self.current, 0) + 1
             self.rollout_scores.append(scores[self.current])
         return self.current, self.routers[self.current]
+
+    def _rollout(
+        self, cluster: SlimCluster, router: Router, chunk: int, sample: int
+    ) -> EpisodeScore:
+        """One candidate's score on a copy of ``cluster``: its own future, or draw ``sample``."""
+        copied = fork(cluster)
+        if self.futures is not None:
+            self.futures.resample(copied, np.random.default_rng((self.seed, chunk, sample)))
+        if self.horizon_decisions is None:
+            return episode_score(copied, copy.deepcopy(router))
+        return horizon_score(copied, copy.deepcopy(router), self.horizon_decisions)

@@ -38,8 +38,12 @@ def arrival_times_s(
     burst_factor: float = BURST_RATE_FACTOR,
     period_s: float = DIURNAL_PERIOD_S,
     amplitude: float = DIURNAL_AMPLITUDE,
+    start_s: float = 0.0,
 ) -> np.ndarray:
     """Sorted arrival times at mean rate r: ``count`` of them, or all before ``duration_s``.
+
+    The process starts at ``start_s`` (a bursty one with an ON period; a diurnal one at the
+    point of its cycle that time is on), and ``duration_s`` counts from there.
 
     * ``poisson``: exponential gaps.
     * ``bursty`` (on/off, an MMPP with a silent state): ON periods (exponential, mean
@@ -64,11 +68,11 @@ def arrival_times_s(
     limit = count if count is not None else int(rng.poisson(rate_per_s * end_s))
     if pattern == "poisson":
         if count is not None:
-            return np.cumsum(rng.exponential(1.0 / rate_per_s, count))
+            return start_s + np.cumsum(rng.exponential(1.0 / rate_per_s, count))
         # Given their number, Poisson arrivals in [0, T) are uniform order statistics.
-        return np.sort(rng.uniform(0.0, end_s, limit))
+        return start_s + np.sort(rng.uniform(0.0, end_s, limit))
     if pattern == "diurnal":
-        return _diurnal(rng, rate_per_s, period_s, amplitude, count, end_s)
+        return _diurnal(rng, rate_per_s, period_s, amplitude, count, start_s, start_s + end_s)
     chunks: list[np.ndarray] = []
     drawn, now_s = 0, 0.0
     while drawn < limit if count is not None else now_s < end_s:
@@ -79,7 +83,7 @@ def arrival_times_s(
         drawn += len(burst)
         now_s += on_s + rng.exponential((burst_factor - 1.0) * burst_s)
     times = np.concatenate(chunks) if chunks else np.empty(0)
-    return times[:count] if count is not None else times[times < end_s]
+    return start_s + (times[:count] if count is not None else times[times < end_s])
 
 
 def _diurnal(
@@ -88,13 +92,15 @@ def _diurnal(
     period_s: float,
     amplitude: float,
     count: int | None,
+    start_s: float,
     end_s: float,
 ) -> np.ndarray:
-    """The ``diurnal`` pattern of :func:`arrival_times_s`, by thinning (Lewis and Shedler)."""
+    """The ``diurnal`` pattern of :func:`arrival_times_s` from ``start_s`` on, by thinning (Lewis
+    and Shedler)."""
     peak_per_s = rate_per_s * (1.0 + amplitude)
     chunk = max(64, int(peak_per_s * period_s / 8))
     kept: list[np.ndarray] = []
-    drawn, now_s = 0, 0.0
+    drawn, now_s = 0, start_s
     while drawn < count if count is not None else now_s < end_s:
         candidates = now_s + np.cumsum(rng.exponential(1.0 / peak_per_s, chunk))
         rate = rate_per_s * (1.0 - amplitude * np.cos(2.0 * np.pi * candidates / period_s))
