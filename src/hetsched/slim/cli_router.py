@@ -121,6 +121,15 @@ def train_router_command(
         help="learned: decisions per rollout of the rollout teacher (default 1200; 0: to the"
         " end of the episode, several times slower).",
     ),
+    rollout_futures: str | None = typer.Option(
+        None,
+        help="learned: what the rollout teacher's copies see ahead: workload (default: the"
+        " episode's own arrivals, clairvoyant) or sampled (futures drawn from the scenario's"
+        " arrival process given only the present).",
+    ),
+    rollout_samples: int | None = typer.Option(
+        None, help="learned: drawn futures per candidate and chunk with sampled (default 4)."
+    ),
     teacher_choice: str | None = typer.Option(
         None,
         help="learned: with per-episode or rollout teachers, attainment-target (default: the"
@@ -159,12 +168,14 @@ def train_router_command(
     if method == "ppo":
         learned_only = (
             scenarios, advisors, action, advantage, teacher, teacher_choice, teacher_tolerance,
-            teacher_target, rollout_chunk, rollout_horizon, demo_episodes, dagger_rounds, resume,
+            teacher_target, rollout_chunk, rollout_horizon, rollout_futures, rollout_samples,
+            demo_episodes, dagger_rounds, resume,
         )  # fmt: skip
         if any(option is not None and option is not False for option in learned_only):
             raise ConfigError(
                 "--scenarios, --advisors, --action, --advantage, --teacher, --teacher-choice,"
                 " --teacher-tolerance, --teacher-target, --rollout-chunk, --rollout-horizon,"
+                " --rollout-futures, --rollout-samples,"
                 " --demo-episodes, --dagger-rounds and --resume apply to --method learned"
             )
         _train_paper_router(
@@ -189,6 +200,8 @@ def train_router_command(
         "teacher_target": teacher_target,
         "rollout_chunk": rollout_chunk,
         "rollout_horizon": rollout_horizon,
+        "rollout_futures": rollout_futures,
+        "rollout_samples": rollout_samples,
         "preset": preset,
         "images": images,
         "ppo_steps": steps,

@@ -85,6 +85,17 @@ def test_train_the_advice_router_with_the_rollout_teacher(tmp_path):
     assert router.metadata["config"]["rollout_horizon"] is None  # 0: to the episode's end
 
 
+def test_train_the_advice_router_with_a_rollout_teacher_on_sampled_futures(tmp_path):
+    out = invoke("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
+                 "--images", "300", "--demo-episodes", "1", "--dagger-rounds", "1",
+                 "--teacher", "rollout", "--rollout-chunk", "60", "--rollout-horizon", "120",
+                 "--rollout-futures", "sampled", "--rollout-samples", "2",
+                 "--out", str(tmp_path))  # fmt: skip
+    assert "learned router vs the rules it saw" in out
+    config = ROUTERS.create("learned", checkpoint=tmp_path / "learned.pt").metadata["config"]
+    assert (config["rollout_futures"], config["rollout_samples"]) == ("sampled", 2)
+
+
 def test_train_the_advice_router_with_the_attainment_target_teacher(tmp_path):
     out = invoke("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
                  "--images", "200", "--demo-episodes", "2", "--dagger-rounds", "0",
@@ -124,7 +135,8 @@ def test_train_router_options_of_the_other_method_and_bad_names_are_refused():
                  ["--method", "ppo", "--rollout-chunk", "5"],
                  ["--rollout-chunk", "0"], ["--rollout-horizon", "-1"],
                  ["--teacher-choice", "nope"], ["--teacher-target", "1.5"],
-                 ["--teacher-tolerance", "-0.1"],
+                 ["--teacher-tolerance", "-0.1"], ["--rollout-futures", "oracle"],
+                 ["--rollout-samples", "0"], ["--method", "ppo", "--rollout-futures", "sampled"],
                  ["--method", "ppo", "--teacher-target", "0.9"]):  # fmt: skip
         result = runner.invoke(typer_app, ["slim", "train-router", *args, "--out", "/nonexistent"])
         assert isinstance(result.exception, ConfigError | UnknownNameError), args

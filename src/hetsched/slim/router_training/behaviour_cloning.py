@@ -33,6 +33,7 @@ from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.teachers import FixedTeacher, Labeller, RolloutTeacher
 from hetsched.slim.router_training.validation import EpisodeScore, TeacherPick
 from hetsched.slim.routers.base import ROUTERS, Router
+from hetsched.slim.sim.future_arrivals import FutureSampler
 
 ClusterFactory = Callable[[int], SlimCluster]
 """episode seed -> a fresh cluster with that episode's workload."""
@@ -123,6 +124,8 @@ def collect_demonstrations(
     into: Demonstrations | None = None,
     rollout_chunk: int = 0,
     rollout_horizon: int | None = None,
+    futures: Callable[[int], FutureSampler] | None = None,
+    rollout_samples: int = 1,
 ) -> Demonstrations:
     """The teacher's decisions on each episode of ``seeds`` (of the best of several teachers on
     that episode, or with ``rollout_chunk`` of the best by rollout per chunk of decisions).
@@ -140,6 +143,9 @@ def collect_demonstrations(
             :class:`~hetsched.slim.router_training.teachers.RolloutTeacher` over ``teachers``
             (``demos.teachers`` then counts chunks, not episodes).
         rollout_horizon: Decisions per rollout (None: to the episode's end).
+        futures: None: rollouts see the episode's own future; else episode seed -> the sampler
+            of drawn futures for that episode's scenario.
+        rollout_samples: Drawn futures per candidate and chunk (with ``futures``).
     """
     demos = Demonstrations() if into is None else into
     with Progress(disable=not progress, transient=True) as bar:
@@ -147,7 +153,9 @@ def collect_demonstrations(
         for seed in seeds:
             env = make_env(partial(_fixed_episode, make_cluster, seed))
             if rollout_chunk:
-                rollout = RolloutTeacher(teachers, seed, rollout_chunk, choice, rollout_horizon)
+                sampler = None if futures is None else futures(seed)
+                rollout = RolloutTeacher(teachers, seed, rollout_chunk, choice, rollout_horizon,
+                                         sampler, rollout_samples)  # fmt: skip
                 record_episode(env, rollout, seed, demos, driver)
                 labelled = rollout.chunks
             else:

@@ -49,7 +49,7 @@ from hetsched.slim.router_training.behaviour_cloning import (
 )
 from hetsched.slim.router_training.curves import write_curves
 from hetsched.slim.router_training.env import SlimRoutingEnv
-from hetsched.slim.router_training.scenario_mix import mix_encoder, training_mix
+from hetsched.slim.router_training.scenario_mix import ScenarioMix, mix_encoder, training_mix
 from hetsched.slim.router_training.validation import (
     ATTAINMENT_TARGET,
     ATTAINMENT_TOLERANCE,
@@ -65,6 +65,7 @@ from hetsched.slim.routers.base import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter, new_policy, save_router
 from hetsched.slim.routers.reward import reward_weights
 from hetsched.slim.routers.slo_features import DEFAULT_ADVISORS
+from hetsched.slim.sim.future_arrivals import FutureSampler
 from hetsched.slim.sim.scenario import build_cluster, mean_top1
 
 STATE_FILE = "train-state.pt"
@@ -101,6 +102,12 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     rollout_horizon: int | None = Field(1200, ge=1)
     """Decisions per rollout of the ``rollout`` teacher, scored on the images whose fate they
     settle (None: to the end of the episode, several times slower)."""
+    rollout_futures: Literal["workload", "sampled"] = "workload"
+    """What the ``rollout`` teacher's copies see ahead: the episode's own arrivals
+    (clairvoyant) or futures drawn from its scenario's process given only the present
+    (:class:`~hetsched.slim.sim.future_arrivals.FutureSampler`)."""
+    rollout_samples: int = Field(4, ge=1)
+    """Drawn futures per candidate and chunk with ``rollout_futures="sampled"``."""
     teacher_choice: TeacherChoice = "attainment-target"
     """With several candidate teachers, how each episode's is picked: ``attainment-target``
     (the most accurate rule among those within half a point of the episode's best attainment,
@@ -279,6 +286,8 @@ def train_learned_router(
             progress=progress,
             rollout_chunk=_rollout_chunk(config),
             rollout_horizon=config.rollout_horizon,
+            futures=_futures(config, mix),
+            rollout_samples=config.rollout_samples,
         )
         fit = clone(policy, demos, epochs=config.bc_epochs,
                     learning_rate=config.bc_learning_rate, seed=config.seed)  # fmt: skip
@@ -307,6 +316,8 @@ def train_learned_router(
                 into=demos,
                 rollout_chunk=_rollout_chunk(config),
                 rollout_horizon=config.rollout_horizon,
+                futures=_futures(config, mix),
+                rollout_samples=config.rollout_samples,
             )
             fit = clone(
                 policy,
@@ -391,6 +402,15 @@ def _teachers(
 def _teacher_pick(config: LearnedRouterConfig) -> TeacherPick:
     """How each demonstration episode's (or rollout chunk's) teacher is picked."""
     return TeacherPick(config.teacher_choice, config.teacher_tolerance, config.teacher_target)
+
+
+def _futures(
+    config: LearnedRouterConfig, mix: ScenarioMix
+) -> Callable[[int], FutureSampler] | None:
+    """Episode seed -> its drawn-futures sampler, with ``rollout_futures="sampled"``."""
+    if config.rollout_futures == "workload":
+        return None
+    return lambda seed: FutureSampler(mix.scenario(seed))
 
 
 def _rollout_chunk(config: LearnedRouterConfig) -> int:

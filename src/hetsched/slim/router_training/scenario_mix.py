@@ -95,12 +95,14 @@ class ScenarioMix:
             updates.update(_perturbation(scenario, rng))
         return name, scenario.model_copy(update=updates)
 
+    def scenario(self, seed: int) -> ScenarioConfig:
+        """The scenario training episode ``seed`` runs (seeds are taken modulo
+        :data:`VALIDATION_SEED`, so no training episode replays a validation one)."""
+        return self.draw(seed % VALIDATION_SEED)[1]
+
     def cluster(self, seed: int) -> SlimCluster:
-        """A fresh cluster for training episode ``seed`` (its workload drawn from the seed; seeds
-        are taken modulo :data:`VALIDATION_SEED`, so no training episode replays a validation
-        one)."""
-        seed %= VALIDATION_SEED
-        return build_cluster(self.draw(seed)[1], seed)
+        """A fresh cluster for training episode ``seed`` (its workload drawn from the seed)."""
+        return build_cluster(self.scenario(seed), seed % VALIDATION_SEED)
 
     def validation_episodes(
         self, per_scenario: int, images: int | None = None
