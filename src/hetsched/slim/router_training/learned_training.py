@@ -168,6 +168,11 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
                 f"rollout_horizon ({self.rollout_horizon}) must be at least rollout_chunk"
                 f" ({self.rollout_chunk})"
             )
+        if self.rollout_futures == "sampled" and self.teacher != "rollout":
+            raise ValueError(
+                "rollout_futures: sampled futures apply to teacher rollout only, got teacher"
+                f" {self.teacher!r} (a run would silently train without them)"
+            )
         return self
 
 
