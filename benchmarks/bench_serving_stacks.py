@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--stacks", default=",".join(STACKS))
     parser.add_argument("--duration-s", type=float, default=12.0)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--rates", default="40,120")
+    parser.add_argument("--rates", default="40,120", help="open-loop rates; '' for none")
     parser.add_argument("--deadline-s", type=float, default=0.5)
     parser.add_argument("--servers", type=int, default=2, help="servers (replicas) per stack")
     parser.add_argument(
@@ -173,7 +173,7 @@ def main() -> None:
             closed = load(url, data, args.duration_s, concurrency=args.concurrency)
             rows.append(summary(stack, f"closed loop x{args.concurrency}", closed))
             print(json.dumps(rows[-1]), flush=True)
-            for rate in [float(r) for r in args.rates.split(",")]:
+            for rate in [float(r) for r in args.rates.split(",") if r]:
                 report = load(
                     url, data, args.duration_s, rate_per_s=rate, deadline_s=args.deadline_s
                 )
