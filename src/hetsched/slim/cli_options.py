@@ -7,6 +7,7 @@ that takes ``--scenario``, ``--images`` or ``--live`` reads them the same way.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -113,5 +114,6 @@ LIVE_DEVICES_OPT = typer.Option(
 
 
 def names(text: str) -> list[str]:
-    """Comma-separated names, blanks dropped."""
-    return [name.strip() for name in text.split(",") if name.strip()]
+    """Comma-separated names, blanks dropped; commas inside parentheses belong to a router
+    spec's settings (``backlog-width(wide=1.0,threshold_s=0.008)``)."""
+    return [name.strip() for name in re.split(r",(?![^(]*\))", text) if name.strip()]

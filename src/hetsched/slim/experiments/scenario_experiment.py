@@ -44,6 +44,7 @@ from hetsched.slim.experiments.slo_metrics import (
 )
 from hetsched.slim.live.cluster import LiveSetup
 from hetsched.slim.routers import ROUTERS, Router
+from hetsched.slim.routers.specs import create_router, parse_router_spec
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster
 from hetsched.slim.sim.workload import window_bounds
 
@@ -79,15 +80,18 @@ def experiment_routers(
     """The routers to evaluate (default: all registered) and those skipped, with why.
 
     Args:
-        names: Registry names to evaluate, or None for every registered router.
+        names: Registry names or router specs (``backlog-width(threshold_s=0.012)``: a rule
+            with settings) to evaluate, or None for every registered router.
         checkpoints: Checkpoint file per learned router name.
 
     Raises:
-        HetschedError: For an unknown router name, a checkpoint for a router that is not in
-            the list, or a checkpoint file that does not exist.
+        HetschedError: For an unknown router name or a bad setting, a checkpoint for a router
+            that is not in the list, or a checkpoint file that does not exist.
     """
     chosen = names if names is not None else ROUTERS.names()
-    for name in [*chosen, *checkpoints]:
+    for spec in chosen:
+        parse_router_spec(spec)  # an unknown name or a bad setting fails here
+    for name in checkpoints:
         ROUTERS.get(name)  # an unknown name fails here, listing the known ones
     extra = sorted(set(checkpoints) - set(chosen))
     if extra:
@@ -100,15 +104,15 @@ def experiment_routers(
     for name in chosen:
         if name in checkpoints:
             factories[name] = partial(_create, name, {"checkpoint": checkpoints[name]})
-        elif needs_checkpoint(name):
+        elif needs_checkpoint(parse_router_spec(name)[0]):
             skipped[name] = f"learned router: give --router-checkpoint {name}=PATH to run it"
         else:
-            factories[name] = partial(_create, name, {})
+            factories[name] = partial(create_router, name)
     return factories, skipped
 
 
 def _create(name: str, options: dict[str, Any], seed: int) -> Router:
-    """A fresh router ``name`` seeded with ``seed``."""
+    """A fresh router ``name`` seeded with ``seed``, built with ``options`` (a checkpoint)."""
     router: Router = ROUTERS.create(name, seed=seed, **options)
     return router
 

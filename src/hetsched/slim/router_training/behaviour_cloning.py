@@ -32,7 +32,8 @@ from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.router_training.env import SlimRoutingEnv
 from hetsched.slim.router_training.teachers import FixedTeacher, Labeller, RolloutTeacher
 from hetsched.slim.router_training.validation import EpisodeScore, TeacherPick
-from hetsched.slim.routers.base import ROUTERS, Router
+from hetsched.slim.routers.base import Router
+from hetsched.slim.routers.specs import create_router
 from hetsched.slim.sim.future_arrivals import FutureSampler
 
 ClusterFactory = Callable[[int], SlimCluster]
@@ -160,7 +161,7 @@ def collect_demonstrations(
                 labelled = rollout.chunks
             else:
                 scores = {
-                    name: score(make_cluster(seed), ROUTERS.create(name, seed=seed))
+                    name: score(make_cluster(seed), create_router(name, seed))
                     for name in (teachers if len(teachers) > 1 else ())
                 }
                 teacher = choice.pick(scores) if scores else teachers[0]

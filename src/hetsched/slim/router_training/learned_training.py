@@ -61,10 +61,11 @@ from hetsched.slim.router_training.validation import (
     scenario_scores,
     selection_score,
 )
-from hetsched.slim.routers.base import ROUTERS, Router
+from hetsched.slim.routers.base import Router
 from hetsched.slim.routers.ppo import PPORouter, new_policy, save_router
 from hetsched.slim.routers.reward import reward_weights
 from hetsched.slim.routers.slo_features import DEFAULT_ADVISORS
+from hetsched.slim.routers.specs import create_router, parse_router_spec
 from hetsched.slim.sim.future_arrivals import FutureSampler
 from hetsched.slim.sim.scenario import build_cluster, mean_top1
 
@@ -245,7 +246,7 @@ def train_learned_router(
     mix = training_mix(config.scenarios, config.images, config.randomize, config.exact_width)
     encoder = mix_encoder(mix, config.advisors, config.action)
     if config.teacher not in ("best", "per-episode", "rollout"):
-        ROUTERS.get(config.teacher)  # an unknown name fails here, listing the known ones
+        parse_router_spec(config.teacher)  # an unknown name or bad setting fails here
         if config.action == "advice" and config.teacher not in config.advisors:
             raise ConfigError(
                 f"teacher: with action advice, one of the advisors, not {config.teacher!r}"
@@ -423,10 +424,10 @@ def _rollout_chunk(config: LearnedRouterConfig) -> int:
     return config.rollout_chunk if config.teacher == "rollout" else 0
 
 
-def _registered(name: str, seed: int) -> Router:
-    """A fresh registered router ``name`` seeded with ``seed``."""
-    router: Router = ROUTERS.create(name, seed=seed)
-    return router
+def _registered(spec: str, seed: int) -> Router:
+    """A fresh router of ``spec`` (a registered name, perhaps with settings) seeded with
+    ``seed``."""
+    return create_router(spec, seed)
 
 
 def _chunk_config(config: LearnedRouterConfig, chunk: int, steps: int, chunks: int) -> PPOConfig:

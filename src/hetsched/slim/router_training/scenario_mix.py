@@ -25,8 +25,8 @@ from typing import Any
 from hetsched.core.errors import ConfigError
 from hetsched.core.seeding import make_rng
 from hetsched.slim.cluster.slim_cluster import SlimCluster
-from hetsched.slim.routers.base import ROUTERS
 from hetsched.slim.routers.slo_features import AdviceEncoder, SloEncoder
+from hetsched.slim.routers.specs import parse_router_spec
 from hetsched.slim.sim.runtime_changes import RuntimeChange
 from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, with_exact_width
 from hetsched.slim.sim.scenario_catalog import load_scenario, scenario_names
@@ -147,7 +147,7 @@ def mix_encoder(mix: ScenarioMix, advisors: Sequence[str], action: str = "placem
                 f"scenarios: {name} has other widths or group sizes than {first_name}"
             )
     for advisor in advisors:
-        ROUTERS.get(advisor)  # an unknown name fails here, listing the known ones
+        parse_router_spec(advisor)  # an unknown name fails here, listing the known ones
     if action not in ACTION_KINDS:
         raise ConfigError(f"action: expected one of {', '.join(ACTION_KINDS)}, got {action!r}")
     extended = SloEncoder if action == "placement" else AdviceEncoder

@@ -36,7 +36,8 @@ from hetsched.slim.router_training.validation import (
     episode_score,
     mean_score,
 )
-from hetsched.slim.routers.base import ROUTERS, Router
+from hetsched.slim.routers.base import Router
+from hetsched.slim.routers.specs import create_router
 from hetsched.slim.sim.future_arrivals import FutureSampler
 
 
@@ -62,7 +63,7 @@ class FixedTeacher:
 
     def __init__(self, name: str, seed: int) -> None:
         self.name = name
-        self.router: Router = ROUTERS.create(name, seed=seed)
+        self.router: Router = create_router(name, seed)
 
     def teacher(self, decision: int, cluster: SlimCluster) -> tuple[str, Router]:
         return self.name, self.router
@@ -129,9 +130,7 @@ class RolloutTeacher:
             raise ValueError("a rollout teacher needs at least one candidate rule")
         if chunk_decisions < 1:
             raise ValueError(f"chunk_decisions must be >= 1, got {chunk_decisions}")
-        self.routers: dict[str, Router] = {
-            name: ROUTERS.create(name, seed=seed) for name in candidates
-        }
+        self.routers: dict[str, Router] = {name: create_router(name, seed) for name in candidates}
         if horizon_decisions is not None and horizon_decisions < chunk_decisions:
             raise ValueError(
                 f"horizon_decisions ({horizon_decisions}) must cover a chunk ({chunk_decisions})"

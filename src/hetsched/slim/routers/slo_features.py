@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetsched.slim.routers.base import ROUTERS, Router, RouterState, RoutingDecision
+from hetsched.slim.routers.base import Router, RouterState, RoutingDecision
 from hetsched.slim.routers.predictions import (
     SLIMRESNET_SEGMENTS,
     expected_image_done,
     offered_load,
     predicted_image_done,
 )
+from hetsched.slim.routers.specs import create_router
 
 OBS_CLIP = 4.0
 """Bound of every entry of the extended observation (the space is [-OBS_CLIP, OBS_CLIP])."""
@@ -91,7 +92,7 @@ class SloEncoder:
     """Lower bound of every observation entry."""
 
     def __post_init__(self) -> None:
-        routers = tuple(ROUTERS.create(name) for name in self.advisors)
+        routers = tuple(create_router(spec) for spec in self.advisors)
         object.__setattr__(self, "_advisor_routers", routers)
 
     @property
