@@ -9,8 +9,8 @@ from hetsched.slim.router_training.scenario_mix import mix_encoder, training_mix
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.routers.queue_rules import BacklogWidthRouter
 from hetsched.slim.routers.specs import create_router, parse_router_spec
-from hetsched.slim.sim.scenario_catalog import load_scenario
 from hetsched.slim.sim.scenario import with_overrides
+from hetsched.slim.sim.scenario_catalog import load_scenario
 
 
 def test_a_spec_sets_the_rules_own_arguments_and_a_plain_name_keeps_its_defaults():
@@ -20,7 +20,7 @@ def test_a_spec_sets_the_rules_own_arguments_and_a_plain_name_keeps_its_defaults
     assert create_router("backlog-width").threshold_s == BacklogWidthRouter().threshold_s
     assert parse_router_spec("jsq-0.25") == ("jsq-0.25", {})
     assert parse_router_spec("backlog-width()") == ("backlog-width", {})
-    name, settings = parse_router_spec("backlog-width(group_size=4,num_segments=4)")
+    _, settings = parse_router_spec("backlog-width(group_size=4,num_segments=4)")
     assert settings == {"group_size": 4, "num_segments": 4}
     assert all(isinstance(v, int) for v in settings.values())
 
@@ -60,7 +60,7 @@ def test_bad_specs_are_one_line_config_errors_naming_the_spec(spec, message):
 
 
 def test_an_unknown_rule_in_a_spec_lists_the_known_ones():
-    with pytest.raises(UnknownNameError, match="known: .*backlog-width"):
+    with pytest.raises(UnknownNameError, match=r"known: .*backlog-width"):
         parse_router_spec("nope(threshold_s=1)")
 
 
