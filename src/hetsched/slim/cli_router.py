@@ -95,7 +95,9 @@ def train_router_command(
         " out; held-out ones are refused).",
     ),
     advisors: str | None = typer.Option(
-        None, help="learned: comma-separated rules seen as features and cloned (default: 6 rules)."
+        None,
+        help="learned: comma-separated rules seen as features and cloned (default: 6 rules);"
+        " a rule may carry numeric settings: 'backlog-width(threshold_s=0.012)'.",
     ),
     action: str | None = typer.Option(
         None,
@@ -284,7 +286,9 @@ def experiment_command(
         " the paper's experiment; with --live on the live backend.",
     ),
     routers: str | None = typer.Option(
-        None, help="With --scenarios: comma-separated routers (default: every registered one)."
+        None,
+        help="With --scenarios: comma-separated routers (default: every registered one);"
+        " a rule may carry numeric settings: 'backlog-width(threshold_s=0.012)'.",
     ),
     router_checkpoint: list[str] = typer.Option(
         [],
