@@ -1,5 +1,7 @@
-"""FastAPI + Ray actors (``hetsched slim serve``) against Slim on Ray Serve and Ray Serve's
-``@serve.batch`` baseline: the same model, the same load, one after another.
+"""FastAPI + Ray actors (``hetsched slim serve``) against Slim on Ray Serve, Ray Serve's
+``@serve.batch`` baseline and a single-process batched FastAPI server
+(``serving_single_process.py``, as many torch threads as the others have servers): the same
+model, the same load, one after another.
 
 Run: ``.venv/bin/python benchmarks/bench_serving_stacks.py --checkpoint CKPT``
 
@@ -39,7 +41,7 @@ import yaml
 from hetsched.slim.model.checkpoint import load_checkpoint
 from hetsched.slim.serving.loadgen import LoadgenConfig, LoadReport, run_load, wait_ready
 
-STACKS = ("fastapi-actors", "slim-on-serve", "serve-batch")
+STACKS = ("fastapi-actors", "slim-on-serve", "serve-batch", "single-process")
 SERVER_PROCESS = {"fastapi-actors": "ray::ServerActor", "slim-on-serve": "server-cpu0"}
 """How a server's process names itself (Ray's process title) in each Slim stack (the actors'
 titles do not name the server: the first found is killed, and ``/metrics`` says which)."""
@@ -62,6 +64,10 @@ def launch(
         )
         command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
         command += ["--config", str(config), "--num-cpus", str(servers)]
+    elif stack == "single-process":
+        script = Path(__file__).with_name("serving_single_process.py")
+        command = [sys.executable, str(script), "--checkpoint", str(checkpoint)]
+        command += ["--port", str(port), "--threads", str(servers)]
     else:
         script = Path(__file__).with_name("serving_rayserve.py")
         command = [sys.executable, str(script), "--stack", stack, "--checkpoint", str(checkpoint)]
