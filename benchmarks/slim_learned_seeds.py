@@ -20,7 +20,10 @@ With ``--select`` (on experiments over *tuning* seeds, e.g. ``--seeds 100,101,10
 also scores each training run as training keeps its best checkpoint (attainment + half the
 accuracy, less four times the attainment short of each scenario's best rule; held-out scenarios
 and ``paper`` take no part) and names the run to ship,
-so the evaluation seeds never take part in the choice.
+so the evaluation seeds never take part in the choice. Beside each other run it prints the
+chosen run's lead with a 95 % interval from resampling the seeds (a paired bootstrap,
+:func:`~hetsched.slim.experiments.learned_vs_rules.score_lead_interval`): "tie" when the
+interval reaches 0, i.e. the choice between those two says nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from hetsched.slim.experiments.learned_vs_rules import (
     best_rule,
     matches_on_attainment,
     run_score,
+    score_lead_interval,
     select_run,
 )
 
@@ -130,10 +134,18 @@ def selection(rules_dir: Path, seed_dirs: list[Path]) -> str:
     (:func:`~hetsched.slim.experiments.learned_vs_rules.run_score`) and the one chosen."""
     rules = _results(rules_dir)
     runs = [_results(folder) for folder in seed_dirs]
-    lines = ["| training run | selection score |", "| --- | ---: |"]
-    for folder, run in zip(seed_dirs, runs, strict=True):
-        lines.append(f"| {folder} | {run_score(run, rules):.4f} |")
-    lines.append(f"\nchosen: {seed_dirs[select_run(runs, rules)]}")
+    chosen = select_run(runs, rules)
+    lines = [
+        "| training run | selection score | chosen run's lead [95 % interval, seeds resampled] |",
+        "| --- | ---: | --- |",
+    ]
+    for index, (folder, run) in enumerate(zip(seed_dirs, runs, strict=True)):
+        lead = "(chosen)"
+        if index != chosen:
+            low, high = score_lead_interval(runs[chosen], run, rules)
+            lead = f"[{low:+.4f}, {high:+.4f}]" + (" tie" if low <= 0.0 else "")
+        lines.append(f"| {folder} | {run_score(run, rules):.4f} | {lead} |")
+    lines.append(f"\nchosen: {seed_dirs[chosen]}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from hetsched.slim.experiments.learned_vs_rules import (
     best_rule,
     matches_on_attainment,
     run_score,
+    score_lead_interval,
     select_run,
 )
 
@@ -73,3 +74,44 @@ def test_the_choice_charges_missed_deadlines_and_ignores_held_out_and_paper_scen
     no_learned = {name: entry({"other": summary(1.0, 70.0)}) for name in ("lan", "bursty")}
     with pytest.raises(DataError, match="no 'learned' router"):
         run_score(no_learned, rules)
+
+
+def seeded(values: list[tuple[float, float]]) -> dict:
+    """A summary with per-seed runs (attainment share, accuracy %), its means over them."""
+    runs = [{"slo_attainment": a, "accuracy_pct": acc} for a, acc in values]
+    n = len(values)
+    return {
+        "slo_attainment": {"mean": sum(a for a, _ in values) / n, "ci95": 0.0},
+        "accuracy_pct": {"mean": sum(acc for _, acc in values) / n, "ci95": 0.0},
+        "runs": runs,
+    }
+
+
+def test_a_lead_on_every_seed_has_an_interval_above_zero_and_equal_runs_tie():
+    rules = {"bursty": entry({"safe": seeded([(1.0, 70.0), (1.0, 71.0), (1.0, 69.0)])})}
+    base = [(0.999, 73.0), (0.998, 72.0), (1.0, 74.0)]
+    a = {"bursty": entry({"learned": seeded(base)})}
+    better = {"bursty": entry({"learned": seeded([(x, y + 1.0) for x, y in base])})}
+    assert score_lead_interval(a, a, rules) == (0.0, 0.0)
+    low, high = score_lead_interval(better, a, rules, resamples=200)
+    assert 0.0 < low <= high  # one point more accuracy on every seed: +0.005 on each draw
+    assert low == pytest.approx(0.005) and high == pytest.approx(0.005)
+    # a lead on one seed and a loss on another: the interval straddles zero
+    mixed = {"bursty": entry({"learned": seeded([(0.999, 75.0), (0.998, 70.0), (1.0, 74.0)])})}
+    low, high = score_lead_interval(mixed, a, rules, resamples=500, seed=1)
+    assert low < 0.0 < high
+    assert score_lead_interval(mixed, a, rules, resamples=50, seed=3) == score_lead_interval(
+        mixed, a, rules, resamples=50, seed=3
+    )
+
+
+def test_the_lead_interval_needs_per_seed_runs_of_one_length():
+    rules = {"bursty": entry({"safe": seeded([(1.0, 70.0), (1.0, 71.0)])})}
+    two = {"bursty": entry({"learned": seeded([(1.0, 73.0), (1.0, 72.0)])})}
+    three = {"bursty": entry({"learned": seeded([(1.0, 73.0), (1.0, 72.0), (1.0, 71.0)])})}
+    with pytest.raises(DataError, match="per-seed runs differ"):
+        score_lead_interval(two, three, rules)
+    with pytest.raises(DataError, match="per-seed runs differ or are missing"):
+        score_lead_interval({"bursty": entry({"learned": summary(1.0, 73.0)})}, two, rules)
+    with pytest.raises(ValueError, match="resamples"):
+        score_lead_interval(two, two, rules, resamples=0)
