@@ -70,6 +70,10 @@ def test_learned_routers_need_a_checkpoint_and_unknown_names_fail():
         typer_app, ["slim", "experiment", "--scenarios", "paper", "--routers", "nope"]
     )
     assert "unknown router 'nope'" in str(result.exception)
+    result = runner.invoke(
+        typer_app, ["slim", "experiment", "--scenarios", "paper", "--routers", ",,"]
+    )
+    assert "--routers: no router named" in str(result.exception)
 
 
 def test_confidence_interval_and_pareto_front():

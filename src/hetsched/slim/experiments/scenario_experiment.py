@@ -85,9 +85,11 @@ def experiment_routers(
         checkpoints: Checkpoint file per learned router name.
 
     Raises:
-        HetschedError: For an unknown router name or a bad setting, a checkpoint for a router
-            that is not in the list, or a checkpoint file that does not exist.
+        HetschedError: For an empty list, an unknown router name or a bad setting, a checkpoint
+            for a router that is not in the list, or a checkpoint file that does not exist.
     """
+    if names is not None and not names:
+        raise ConfigError("--routers: no router named (give one or more, comma-separated)")
     chosen = names if names is not None else ROUTERS.names()
     for spec in chosen:
         parse_router_spec(spec)  # an unknown name or a bad setting fails here
