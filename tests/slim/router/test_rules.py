@@ -121,6 +121,31 @@ def test_least_completion_at_width_keeps_its_width_and_picks_the_soonest_finish_
         decide("least-completion-0.5", odd)
 
 
+def blocky_view(lone_ms, per_request_ms):
+    """A server whose head image alone finishes after ``lone_ms`` per width and a block of
+    ``n`` after ``n * per_request_ms``: a device whose batch time grows with the batch."""
+    lone_s = tuple(d / 1e3 for d in lone_ms)
+
+    def block(n):
+        return lone_s if n == 1 else tuple(n * d / 1e3 for d in per_request_ms)
+
+    return ServerView(
+        "s", 0, 50.0, 200.0, 10.0, True, 0.0, 0.0, lone_s, lone_s, predict_block=block
+    )
+
+
+def test_backlog_rules_wait_for_the_block_they_place_not_for_a_lone_request():
+    gpu = view((6, 7, 8, 9))  # fixed predictions: the block waits as long as a lone request
+    cpu = blocky_view((1, 2, 3, 4), (1, 2, 3, 4))
+    crowded = RouterState(0.0, 20, 0, 20, 3, (gpu, cpu), WIDTHS, GROUPS)
+    assert decide("least-completion-0.5", crowded) == (0, 0.5, 16)  # 16 x 2 ms > 7 ms
+    assert decide("backlog-width", crowded) == (0, 0.75, 16)
+    assert decide("least-completion-0.5", crowded, group_size=1) == (1, 0.5, 1)  # alone: 2 < 7
+    alone = RouterState(0.0, 1, 0, 1, 3, (gpu, cpu), WIDTHS, GROUPS)  # the FIFO holds one
+    assert decide("backlog-width", alone) == (1, 0.75, 16)  # a block of one: 3 < 8 ms
+    assert decide("least-completion-0.5", alone) == (1, 0.5, 16)
+
+
 def test_backlog_width_refuses_widths_out_of_order_or_a_negative_threshold():
     with pytest.raises(ConfigError, match=r"base width 0\.75 must be narrower than wide 0\.5"):
         ROUTERS.create("backlog-width", wide=0.5, base=0.75)

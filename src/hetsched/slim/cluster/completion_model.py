@@ -15,6 +15,9 @@ A prediction is ``transfer + backlog + service at batch size 1`` (a lone request
 the next segment, and for the rest of the image if every remaining segment ran on that server at
 the same width. It ignores contention between concurrent batches, so it is a lower bound where a
 device runs several batches at once; that is what a practitioner's rule would use.
+:meth:`CompletionModel.predict_block` answers the same for the head sent in a block of ``n``
+requests that runs as one batch of ``n`` at every remaining segment (the block a rule places
+with a group size), which a device whose batch time grows with the batch (a CPU) needs.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ class CompletionModel:
     ) -> None:
         self.transfer_estimate = transfer_estimate
         self.num_segments = num_segments
+        self._batch_seconds = tuple(batch_seconds)
+        self._block_rest_s: list[dict[tuple[int, float, float, int], float]] = [
+            {} for _ in batch_seconds
+        ]
+        """Per server: seconds from a key's segment to the image's end for a block of n
+        requests, filled on first use (keys x block sizes)."""
         keys = [
             (segment, width, prev)
             for segment in range(num_segments)
@@ -85,6 +94,16 @@ class CompletionModel:
     ) -> float:
         later = sum(segment_s[(k, width, width)] for k in range(segment + 1, self.num_segments))
         return segment_s[(segment, width, prev)] + later
+
+    def _block_rest(self, server: int, segment: int, width: float, prev: float, n: int) -> float:
+        table = self._block_rest_s[server]
+        rest_s = table.get((segment, width, prev, n))
+        if rest_s is None:
+            cost = self._batch_seconds[server]
+            later = range(segment + 1, self.num_segments)
+            rest_s = cost(segment, width, prev, n) + sum(cost(k, width, width, n) for k in later)
+            table[(segment, width, prev, n)] = rest_s
+        return rest_s
 
     def book(self, server: int, segment: int, width: float, prev_width: float | None) -> float:
         """Books a dispatched request on ``server``'s backlog; returns the cost to release."""
@@ -120,3 +139,25 @@ class CompletionModel:
         segment_done = tuple(wait_s + segment_s[(segment, w, prev)] for w in widths)
         image_done = tuple(wait_s + rest_s[(segment, w, prev)] for w in widths)
         return transfer_s, segment_done, image_done
+
+    def predict_block(
+        self,
+        server: int,
+        segment: int,
+        prev_width: float | None,
+        location: int | None,
+        widths: Sequence[float],
+        requests: int,
+    ) -> tuple[float, ...]:
+        """Image done s per width, from now, for the head request placed on ``server`` in a
+        block of ``requests`` that runs as one batch at every remaining segment (``requests``
+        1: :meth:`predict`'s image done)."""
+        transfer_s = (
+            0.0
+            if location == server
+            else self.transfer_estimate(segment, prev_width, location, server)
+        )
+        wait_s = transfer_s + self.backlog_s[server]
+        prev = IMAGE_WIDTH if prev_width is None else prev_width
+        n = max(1, requests)
+        return tuple(wait_s + self._block_rest(server, segment, w, prev, n) for w in widths)

@@ -45,7 +45,11 @@ __all__ = ["ClusterConfig", "SlimCluster"]
 
 _HeadPlace = tuple[int, float | None, int | None]
 """(segment, previous width, location) of the FIFO head: what its predictions depend on."""
-_Predictors = tuple[Callable[[], Prediction], ...] | tuple[None, ...]
+_ServerPredictors = (
+    tuple[Callable[[], Prediction], Callable[[int], tuple[float, ...]]] | tuple[None, None]
+)
+"""A server's (lone prediction, block prediction) callables; None without a cost model."""
+_Predictors = tuple[_ServerPredictors, ...]
 
 
 class SlimCluster(ClusterBookkeeping):
@@ -68,7 +72,7 @@ class SlimCluster(ClusterBookkeeping):
         self._router_free_s = 0.0
         self._wake_pending = False
         self._predictors: dict[_HeadPlace, _Predictors] = {}
-        """Per place of the head request, each server's prediction callable (see
+        """Per place of the head request, each server's prediction callables (see
         :meth:`_new_predictors`)."""
         self._no_backlogs = [0.0] * len(self.servers)
 
@@ -105,7 +109,8 @@ class SlimCluster(ClusterBookkeeping):
                     telemetry.utilization_pct,
                     available[index],
                     backlogs[index],
-                    predict=predictors[index],
+                    predict=predictors[index][0],
+                    predict_block=predictors[index][1],
                 )
             )
         config = self.config
@@ -132,10 +137,14 @@ class SlimCluster(ClusterBookkeeping):
         """
         completion = self.completion
         if completion is None:
-            return (None,) * len(self.servers)
+            return ((None, None),) * len(self.servers)
         widths = self.config.widths
         return tuple(
-            partial(completion.predict, index, *place, widths) for index in range(len(self.servers))
+            (
+                partial(completion.predict, index, *place, widths),
+                partial(completion.predict_block, index, *place, widths),
+            )
+            for index in range(len(self.servers))
         )
 
     def next_state(self) -> RouterState | None:

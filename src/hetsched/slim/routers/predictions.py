@@ -58,6 +58,27 @@ def expected_image_done(
     ]
 
 
+def expected_block_done(
+    state: RouterState, router: str, group_size: int, num_segments: int = SLIMRESNET_SEGMENTS
+) -> list[tuple[float, ...]]:
+    """:func:`expected_image_done` for the block a rule places: the FIFO's first
+    ``min(fifo length, group_size)`` requests, taken to run as one batch of the head's key at
+    every remaining segment (:meth:`ServerView.block_image_done_s`). Where a server's batch
+    time grows with the batch (a CPU), this is what the head waits for; the lone prediction
+    is the block of one.
+
+    Raises:
+        ConfigError: If the cluster gives no predictions (no device cost model).
+    """
+    predicted_image_done(state, router)  # the same check and message
+    requests = max(1, min(state.fifo_length, group_size))
+    requeues = max(0, num_segments - state.head_segment - 1)
+    return [
+        tuple(done_s + requeues * view.backlog_s for done_s in view.block_image_done_s(requests))
+        for view in state.servers
+    ]
+
+
 def device_seconds(state: RouterState, server: int, width: int) -> float:
     """Device time the head image still needs on ``server`` at ``width`` if it ran there alone
     (the prediction less its transfer and the backlog ahead of it)."""
