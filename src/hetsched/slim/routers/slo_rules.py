@@ -55,6 +55,7 @@ class _PredictionRule(Router):
     and the decision assembled from a (server, width index) placement."""
 
     name = ""
+    needs_predictions = True
 
     def __init__(
         self,

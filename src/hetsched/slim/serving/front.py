@@ -230,8 +230,24 @@ class Front:
             self.metrics.fifo_length.set(len(self.fifo))
 
     def route_head(self) -> None:
-        """One decision: the router places the head block; its images leave the FIFO."""
-        decision = self.router.decide(self.state())
+        """One decision: the router places the head block; its images leave the FIFO.
+
+        A router that raises fails the head image with a 500 and the loop goes on: a routing
+        bug must answer, never leave every queued request waiting for its client's timeout.
+        """
+        try:
+            decision = self.router.decide(self.state())
+        except Exception as error:  # any router bug: answer the head, keep routing
+            LOG.warning("router %s failed: %r", type(self.router).__name__, error)
+            self._fail(
+                self.fifo.popleft(),
+                RequestError(
+                    500,
+                    f"router {type(self.router).__name__} failed: {type(error).__name__}: {error}",
+                    "router_error",
+                ),
+            )
+            return
         count = min(decision.group_size, len(self.fifo))
         jobs = [self.fifo.popleft() for _ in range(count)]
         if not self.pool.is_up(decision.server):  # a router that ignores ServerView.available

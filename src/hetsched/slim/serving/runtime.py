@@ -50,12 +50,13 @@ def build_router(config: ServeConfig, n_servers: int) -> Router:
 
     Raises:
         UnknownNameError: For a name that is neither registered nor a file.
-        ConfigError: For a PPO checkpoint trained for another number of servers or widths.
+        ConfigError: For a PPO checkpoint trained for another number of servers or widths, or
+            a router that reads predicted completion times (:attr:`Router.needs_predictions`).
     """
     path = Path(config.router)
     if config.router not in ROUTERS and (path.suffix == ".pt" or path.is_file()):
-        router = PPORouter(path, seed=config.router_seed)
-        encoder = router.encoder
+        ppo = PPORouter(path, seed=config.router_seed)
+        encoder = ppo.encoder
         if encoder.n_servers != n_servers:
             raise ConfigError(
                 f"router: {path} was trained for {encoder.n_servers} servers, the config has"
@@ -65,8 +66,18 @@ def build_router(config: ServeConfig, n_servers: int) -> Router:
             raise ConfigError(
                 f"router: {path} chooses widths {encoder.widths}, not all in {config.widths}"
             )
-        return router
-    return ROUTERS.create(config.router, seed=config.router_seed)
+        router: Router = ppo
+    else:
+        router = ROUTERS.create(config.router, seed=config.router_seed)
+    if router.needs_predictions:
+        raise ConfigError(
+            f"router: {config.router} reads predicted completion times, which come from a"
+            " simulated device cost model the serving front does not have; use a router that"
+            " reads telemetry and queues (random, round-robin, least-loaded, jsq-0.25 ..."
+            " jsq-1.0, static-slimmest, static-widest, or a PPO checkpoint of the paper's"
+            " encoder)"
+        )
+    return router
 
 
 class ServingRuntime:
