@@ -237,16 +237,11 @@ class Front:
         """
         try:
             decision = self.router.decide(self.state())
-        except Exception as error:  # any router bug: answer the head, keep routing
-            LOG.warning("router %s failed: %r", type(self.router).__name__, error)
-            self._fail(
-                self.fifo.popleft(),
-                RequestError(
-                    500,
-                    f"router {type(self.router).__name__} failed: {type(error).__name__}: {error}",
-                    "router_error",
-                ),
-            )
+        except Exception as bug:  # any router bug: answer the head, keep routing
+            name = type(self.router).__name__
+            LOG.warning("router %s failed: %r", name, bug)
+            message = f"router {name} failed: {type(bug).__name__}: {bug}"
+            self._fail(self.fifo.popleft(), RequestError(500, message, "router_error"))
             return
         count = min(decision.group_size, len(self.fifo))
         jobs = [self.fifo.popleft() for _ in range(count)]
