@@ -1,33 +1,58 @@
-"""Serving refuses, at start-up, a router that needs predicted completion times (the front has
-no device cost model), and a router that raises at run time answers 500 instead of hanging."""
+"""The serving front gives routers predicted completion times (each server's device model and
+the backlog it books), so every rule of the Slim experiments and the learned router route live;
+a router that raises answers the head image 500 instead of stopping the routing loop."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hetsched.core.errors import ConfigError
+from hetsched.core.devices import DEVICES
 from hetsched.core.events import WallClock
+from hetsched.slim.model.costs import compute_cost_table
 from hetsched.slim.routers import ROUTERS, Router, RouterState, RoutingDecision
-from hetsched.slim.routers.ppo import StateEncoder, new_policy, save_router
-from hetsched.slim.routers.slo_features import AdviceEncoder
 from hetsched.slim.serving.admission import AdmissionController
-from hetsched.slim.serving.config import ServeConfig
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import RequestError
 from hetsched.slim.serving.metrics import ServingMetrics
-from hetsched.slim.serving.runtime import build_router
+from hetsched.slim.sim.device_predictions import device_completion_model
 from tests.slim.serving.fakes import FakePool
 
 WIDTHS = (0.25, 0.5, 0.75, 1.0)
 GROUPS = (1, 4, 8, 16)
 
 
-def config(router: str) -> ServeConfig:
-    return ServeConfig(checkpoint=Path("unused.pt"), router=router)
+def completion():
+    """A GPU and a CPU server for the fake model's 10 classes and 8-pixel images."""
+    specs = [DEVICES["rtx-2080-ti"], DEVICES["cpu"]]
+    return device_completion_model(specs, compute_cost_table(10, 8, WIDTHS), WIDTHS, 16)
+
+
+def front(router: Router, pool: FakePool, model=None) -> Front:
+    return Front(
+        pool,
+        router,
+        AdmissionController(1000),
+        WallClock(),
+        ServingMetrics(),
+        widths=WIDTHS,
+        group_sizes=GROUPS,
+        completion=model,
+    )
+
+
+def serve(router: Router, labels: list[int], pool: FakePool, model=None):
+    async def scenario():
+        f = front(router, pool, model)
+        f.start()
+        futures = f.submit(labels)
+        results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 20)
+        await f.stop()
+        return results
+
+    return asyncio.run(scenario())
 
 
 @pytest.mark.parametrize(
@@ -35,27 +60,39 @@ def config(router: str) -> ServeConfig:
     ["least-completion", "slackfit", "infaas", "constant-best", "least-completion-0.5",
      "backlog-width", "learned"],
 )  # fmt: skip
-def test_routers_that_read_predictions_are_refused_at_start_up_in_one_line(name):
-    with pytest.raises(ConfigError, match="reads predicted completion times") as caught:
-        build_router(config(name), 2)
-    assert "\n" not in str(caught.value)
+def test_rules_that_read_predictions_route_every_image_with_the_device_models(name):
+    model = completion()
+    labels = list(range(10)) * 4
+    results = serve(ROUTERS.create(name, seed=0), labels, FakePool(), model)
+    assert [int(np.argmax(r.logits)) for r in results] == labels
+    assert model.backlog_s == pytest.approx([0.0, 0.0], abs=1e-12)  # every block released
 
 
-@pytest.mark.parametrize(
-    "name", ["random", "round-robin", "least-loaded", "jsq-0.5", "static-slimmest"]
-)
-def test_routers_that_read_telemetry_and_queues_are_accepted(name):
-    assert not build_router(config(name), 2).needs_predictions
+def test_the_prediction_sees_the_backlog_a_running_block_booked():
+    async def scenario():
+        model = completion()
+        pool = FakePool(seconds=0.05)
+        f = front(ROUTERS.create("constant-best"), pool, model)
+        f.start()
+        futures = f.submit(list(range(8)))
+        while not pool.running(0):
+            await asyncio.sleep(0.001)
+        busy = list(model.backlog_s)
+        view = f.state().servers[0]
+        await asyncio.gather(*futures)
+        await f.stop()
+        return busy, view
+
+    busy, view = asyncio.run(scenario())
+    assert busy[0] > 0.0 and busy[1] == 0.0
+    assert view.backlog_s == busy[0]
+    assert view.image_done_s[-1] > busy[0]  # the backlog plus the image's own device time
 
 
-def test_a_ppo_checkpoint_needs_predictions_only_with_an_extended_encoder(tmp_path):
-    paper = StateEncoder(2, WIDTHS, GROUPS)
-    save_router(tmp_path / "paper.pt", new_policy(paper, (8,)), paper, (8,))
-    assert not build_router(config(str(tmp_path / "paper.pt")), 2).needs_predictions
-    advice = AdviceEncoder(2, WIDTHS, GROUPS, ("jsq-0.25", "backlog-width"), 0.1, 16.0, 4)
-    save_router(tmp_path / "advice.pt", new_policy(advice, (8,)), advice, (8,))
-    with pytest.raises(ConfigError, match="reads predicted completion times"):
-        build_router(config(str(tmp_path / "advice.pt")), 2)
+def test_without_device_models_a_rule_that_needs_them_fails_each_image_with_500():
+    results = serve(ROUTERS.create("backlog-width"), list(range(3)), FakePool())
+    assert all(isinstance(r, RequestError) and r.status == 500 for r in results)
+    assert all("needs predicted completion times" in str(r) for r in results)
 
 
 class FailsFirst(Router):
@@ -73,23 +110,7 @@ class FailsFirst(Router):
 
 
 def test_a_router_that_raises_fails_the_head_image_with_500_and_routing_goes_on():
-    async def scenario():
-        front = Front(
-            FakePool(),
-            FailsFirst(failures=2),
-            AdmissionController(100),
-            WallClock(),
-            ServingMetrics(),
-            widths=WIDTHS,
-            group_sizes=GROUPS,
-        )
-        front.start()
-        futures = front.submit(list(range(6)))
-        results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 10)
-        await front.stop()
-        return results
-
-    results = asyncio.run(scenario())
+    results = serve(FailsFirst(failures=2), list(range(6)), FakePool())
     errors = [r for r in results if isinstance(r, RequestError)]
     assert len(errors) == 2
     assert all(e.status == 500 and "IndexError: a router bug" in str(e) for e in errors)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +45,8 @@ from hetsched.slim.model.costs import SegmentCostTable, compute_cost_table
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.model.pipeline import ACCURACY_TABLE_NAME
 from hetsched.slim.model.slimresnet import SlimResNet
+from hetsched.slim.sim.device_predictions import device_completion_model, in_memory_transfer
 from hetsched.slim.sim.scenario import ScenarioConfig, device_specs
-from hetsched.slim.sim.simulated_backend import batch_alone_s
 
 LINK_NOTE = (
     "link: loopback (activations copied in memory, no simulated delay; their real copy cost is"
@@ -82,13 +81,6 @@ class LiveAccuracy:
         return int(torch.as_tensor(output).argmax()) == int(label)
 
 
-def in_memory_transfer(
-    segment: int, prev_width: float | None, source: int | None, target: int
-) -> float:
-    """The loopback link: no simulated delay (the tensor copy itself is measured)."""
-    return 0.0
-
-
 def live_completion_model(scenario: ScenarioConfig, costs: SegmentCostTable) -> CompletionModel:
     """The routers' predicted completion times on live servers: each server's device model
     (the scenario's, ideally a measured profile) on the served model's ``costs``, no transfer.
@@ -96,12 +88,9 @@ def live_completion_model(scenario: ScenarioConfig, costs: SegmentCostTable) -> 
     Raises:
         ConfigError: Naming ``servers[i]`` for an unknown device or a bad profile.
     """
-    return CompletionModel(
-        [partial(batch_alone_s, spec, costs) for spec in device_specs(scenario)],
-        in_memory_transfer,
-        scenario.executor.widths,
-        costs.num_segments,
-        scenario.executor.max_batch,
+    executor = scenario.executor
+    return device_completion_model(
+        device_specs(scenario), costs, executor.widths, executor.max_batch
     )
 
 

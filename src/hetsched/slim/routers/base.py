@@ -173,12 +173,6 @@ class RoutingDecision:
 class Router(ABC):
     """A routing policy: ``decide(state) -> RoutingDecision``, nothing else."""
 
-    needs_predictions = False
-    """Whether ``decide`` reads the predicted completion times (:attr:`ServerView.image_done_s`
-    and the like), which only a cluster with a device cost model gives: the simulated and live
-    experiments have one, the serving front (``hetsched slim serve``) does not, and refuses such
-    a router at start-up."""
-
     @abstractmethod
     def decide(self, state: RouterState) -> RoutingDecision:
         """Chooses server, width and group size for the head block of ``state``."""

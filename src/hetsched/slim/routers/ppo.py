@@ -279,8 +279,6 @@ class PPORouter(Router):
         self.encoder = encoder
         self.greedy = greedy
         self._rng = make_rng(seed)
-        # The extended encoders read predicted completion times (slack, advisors); eq. 1 does not.
-        self.needs_predictions = encoder.kind != "paper"
 
     def decide(self, state: RouterState) -> RoutingDecision:
         """State build (eq. 1) → forward (eq. 3) → one draw per head (eq. 4).

@@ -40,8 +40,6 @@ class ConstantBestServerRouter(Router):
         group_size: Fixed g (default: the largest group).
     """
 
-    needs_predictions = True
-
     def __init__(self, seed: int = 0, group_size: int | None = None) -> None:
         self.group_size = group_size
 
@@ -151,8 +149,6 @@ class BacklogWidthRouter(Router):
         ConfigError: If ``base`` is not narrower than ``wide`` or the threshold is negative.
     """
 
-    needs_predictions = True
-
     def __init__(
         self,
         seed: int = 0,
@@ -203,8 +199,6 @@ class LeastCompletionAtWidthRouter(Router):
         width: The width every segment runs at.
         num_segments: Segments per image (see :class:`BacklogWidthRouter`).
     """
-
-    needs_predictions = True
 
     def __init__(
         self,

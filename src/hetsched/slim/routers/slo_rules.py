@@ -55,7 +55,6 @@ class _PredictionRule(Router):
     and the decision assembled from a (server, width index) placement."""
 
     name = ""
-    needs_predictions = True
 
     def __init__(
         self,

@@ -101,6 +101,10 @@ class ServerActor:
         self._ensure_watchdog()
         return await self.worker.snapshot()
 
+    def device_spec(self) -> dict[str, Any]:
+        """The device spec this server's power model and the front's predictions use."""
+        return self.worker.backend.spec.model_dump(mode="json")
+
     def pid(self) -> int:
         """The actor's process id (tests kill it from outside to simulate a crash)."""
         return os.getpid()

@@ -34,9 +34,11 @@ import logging
 import math
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from hetsched.core.events import Clock
+from hetsched.slim.cluster.completion_model import CompletionModel
 from hetsched.slim.model.slimresnet import INPUT_WIDTH, NUM_SEGMENTS
 from hetsched.slim.routers.base import Router, RouterState, ServerView
 from hetsched.slim.serving.admission import AdmissionController
@@ -69,6 +71,10 @@ class Front:
         max_attempts: Failures of one segment before its image fails with 503.
         shed_from: Fraction of the admission budget in use from which routed widths are capped,
             narrower as the system fills (shed work before refusing it); 1.0: never.
+        completion: The servers' device models and backlogs
+            (:func:`~hetsched.slim.sim.device_predictions.device_completion_model`), from which
+            routers read predicted completion times; None: no predictions (a router that needs
+            them fails each head image with a 500).
     """
 
     def __init__(
@@ -83,8 +89,10 @@ class Front:
         group_sizes: tuple[int, ...],
         max_attempts: int = 3,
         shed_from: float = 1.0,
+        completion: CompletionModel | None = None,
     ) -> None:
         self.pool = pool
+        self.completion = completion
         self.router = router
         self.admission = admission
         self.clock = clock
@@ -190,6 +198,7 @@ class Front:
     def state(self) -> RouterState:
         """The router's snapshot: eq. (1) telemetry, servers that are down masked out."""
         pool = self.pool
+        head = self.fifo[0] if self.fifo else None
         views = [
             ServerView(
                 name,
@@ -198,11 +207,11 @@ class Front:
                 telemetry.max_power_w,
                 telemetry.utilization_pct,
                 available=pool.is_up(i),
+                **self._predictions(i, head),
             )
             for i, name in enumerate(pool.names)
         ]
         now_s = self.clock.now_s()
-        head = self.fifo[0] if self.fifo else None
         deadline_s = math.inf if head is None or head.deadline_s is None else head.deadline_s
         return RouterState(
             now_s=now_s,
@@ -217,6 +226,27 @@ class Front:
             head_slack_s=deadline_s - now_s,
             head_prev_width=head.widths[-1] if head is not None and head.widths else None,
         )
+
+    def _predictions(self, server: int, head: Job | None) -> dict[str, Any]:
+        """A view's backlog and lazily predicted completion times for ``head`` on ``server``
+        (nothing without a completion model)."""
+        completion = self.completion
+        if completion is None:
+            return {}
+        segment = 0 if head is None else head.segment
+        prev_width = head.widths[-1] if head is not None and head.widths else None
+        place = (server, segment, prev_width, self._location(head), self.widths)
+        return {
+            "backlog_s": completion.backlog_s[server],
+            "predict": partial(completion.predict, *place),
+            "predict_block": partial(completion.predict_block, *place),
+        }
+
+    def _location(self, job: Job | None) -> int | None:
+        """Index of the server holding the job's activation (None: still at the front)."""
+        if job is None or not job.servers:
+            return None
+        return self.pool.names.index(job.servers[-1])
 
     async def _route_forever(self) -> None:
         while not self._stopping:
@@ -262,9 +292,22 @@ class Front:
             self.metrics.queue_seconds.labels("fifo").observe(waited_s)
         self.in_flight[decision.server] += len(jobs)
         width = self._block_width(decision.width, jobs)
-        task = asyncio.get_running_loop().create_task(self._run_block(decision.server, width, jobs))
+        booked_s = self._book(decision.server, width, jobs)
+        task = asyncio.get_running_loop().create_task(
+            self._run_block(decision.server, width, jobs, booked_s)
+        )
         self._blocks.add(task)
         task.add_done_callback(self._blocks.discard)
+
+    def _book(self, server: int, width: float, jobs: list[Job]) -> float:
+        """Books the block's device time on the server's predicted backlog; returns it."""
+        completion = self.completion
+        if completion is None:
+            return 0.0
+        return sum(
+            completion.book(server, job.segment, width, job.widths[-1] if job.widths else None)
+            for job in jobs
+        )
 
     def _block_width(self, chosen: float, jobs: list[Job]) -> float:
         """The router's width, capped by load shedding and raised to the block's floor (a
@@ -287,7 +330,9 @@ class Front:
 
     # -- blocks ---------------------------------------------------------------------------------
 
-    async def _run_block(self, server: int, width: float, jobs: list[Job]) -> None:
+    async def _run_block(
+        self, server: int, width: float, jobs: list[Job], booked_s: float = 0.0
+    ) -> None:
         items = [
             BlockItem(
                 job.segment,
@@ -318,6 +363,8 @@ class Front:
             await self._advance(server, jobs, results)
         finally:
             self.in_flight[server] -= len(jobs)
+            if self.completion is not None:
+                self.completion.release(server, booked_s)
             self._wake.set()
 
     def _restart(self, jobs: list[Job]) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 import ray
 from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
+from hetsched.core.devices import DeviceSpec
 from hetsched.core.errors import HetschedError
 from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.serving.actor import ServerActor
@@ -97,6 +98,8 @@ class RayServerPool:
             for name in self.names
         ]
         self._poller: asyncio.Task | None = None
+        self.specs: list[DeviceSpec] = []
+        """Each server's device spec, as its actor reports it once started (:meth:`start`)."""
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Waits until every actor has loaded its model, then polls telemetry in the background.
@@ -107,11 +110,13 @@ class RayServerPool:
         for index, actor in enumerate(self._actors):
             try:
                 snapshot = await asyncio.wait_for(_awaitable(actor.snapshot.remote()), timeout_s)
+                spec = await asyncio.wait_for(_awaitable(actor.device_spec.remote()), timeout_s)
             except (RayActorError, RayTaskError, TimeoutError) as error:
                 raise ServerStartError(
                     f"server {self.names[index]!r} did not start: {_cause(error)}"
                 ) from None
             self._snapshots[index] = snapshot
+            self.specs.append(DeviceSpec.model_validate(spec))
             self._up[index] = True
         self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
 

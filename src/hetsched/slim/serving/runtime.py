@@ -20,6 +20,7 @@ from hetsched.core.events import WallClock
 from hetsched.core.gc_pauses import freeze_startup_objects, thaw_startup_objects
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.model.checkpoint import load_checkpoint
+from hetsched.slim.model.costs import compute_cost_table
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.routers import ROUTERS, Router
 from hetsched.slim.routers.ppo import PPORouter
@@ -29,6 +30,7 @@ from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import InputSpec
 from hetsched.slim.serving.metrics import ServingMetrics
 from hetsched.slim.serving.pool import RayServerPool
+from hetsched.slim.sim.device_predictions import device_completion_model
 
 LOG = logging.getLogger(__name__)
 
@@ -50,8 +52,7 @@ def build_router(config: ServeConfig, n_servers: int) -> Router:
 
     Raises:
         UnknownNameError: For a name that is neither registered nor a file.
-        ConfigError: For a PPO checkpoint trained for another number of servers or widths, or
-            a router that reads predicted completion times (:attr:`Router.needs_predictions`).
+        ConfigError: For a PPO checkpoint trained for another number of servers or widths.
     """
     path = Path(config.router)
     if config.router not in ROUTERS and (path.suffix == ".pt" or path.is_file()):
@@ -66,18 +67,8 @@ def build_router(config: ServeConfig, n_servers: int) -> Router:
             raise ConfigError(
                 f"router: {path} chooses widths {encoder.widths}, not all in {config.widths}"
             )
-        router: Router = ppo
-    else:
-        router = ROUTERS.create(config.router, seed=config.router_seed)
-    if router.needs_predictions:
-        raise ConfigError(
-            f"router: {config.router} reads predicted completion times, which come from a"
-            " simulated device cost model the serving front does not have; use a router that"
-            " reads telemetry and queues (random, round-robin, least-loaded, jsq-0.25 ..."
-            " jsq-1.0, static-slimmest, static-widest, or a PPO checkpoint of the paper's"
-            " encoder)"
-        )
-    return router
+        return ppo
+    return ROUTERS.create(config.router, seed=config.router_seed)
 
 
 class ServingRuntime:
@@ -117,7 +108,8 @@ class ServingRuntime:
         checkpoint = load_checkpoint(config.checkpoint)
         self.input_spec = input_spec(checkpoint)
         executor = {"widths": config.widths, **config.executor}
-        validate_config(executor, ExecutorConfig, "executor")  # fail here, not in every actor
+        # Fail here, not in every actor.
+        max_batch = validate_config(executor, ExecutorConfig, "executor").max_batch
         if not ray.is_initialized():
             local = self.address is None
             ray.init(
@@ -149,6 +141,14 @@ class ServingRuntime:
             group_sizes=config.group_sizes,
             max_attempts=config.admission.max_attempts,
             shed_from=config.admission.shed_from,
+            completion=device_completion_model(
+                pool.specs,
+                compute_cost_table(
+                    len(self.input_spec.class_names), self.input_spec.image_size, config.widths
+                ),
+                config.widths,
+                max_batch,
+            ),
         )
         self.front.start()
         frozen = freeze_startup_objects()  # full collections under load walk only new objects
