@@ -128,11 +128,7 @@ class CompletionModel:
     ) -> Prediction:
         """(transfer s, next segment done s per width, image done s per width) for the head
         request placed on ``server``; times are seconds from now."""
-        transfer_s = (
-            0.0
-            if location == server
-            else self.transfer_estimate(segment, prev_width, location, server)
-        )
+        transfer_s = self._transfer_s(server, segment, prev_width, location)
         wait_s = transfer_s + self.backlog_s[server]
         prev = IMAGE_WIDTH if prev_width is None else prev_width
         segment_s, rest_s = self.segment_s[server], self.rest_of_image_s[server]
@@ -152,12 +148,15 @@ class CompletionModel:
         """Image done s per width, from now, for the head request placed on ``server`` in a
         block of ``requests`` that runs as one batch at every remaining segment (``requests``
         1: :meth:`predict`'s image done)."""
-        transfer_s = (
-            0.0
-            if location == server
-            else self.transfer_estimate(segment, prev_width, location, server)
-        )
-        wait_s = transfer_s + self.backlog_s[server]
+        wait_s = self._transfer_s(server, segment, prev_width, location) + self.backlog_s[server]
         prev = IMAGE_WIDTH if prev_width is None else prev_width
         n = max(1, requests)
         return tuple(wait_s + self._block_rest(server, segment, w, prev, n) for w in widths)
+
+    def _transfer_s(
+        self, server: int, segment: int, prev_width: float | None, location: int | None
+    ) -> float:
+        """Predicted seconds to move the head's input to ``server`` (0 where it lies)."""
+        if location == server:
+            return 0.0
+        return self.transfer_estimate(segment, prev_width, location, server)
