@@ -1,7 +1,7 @@
 """The learned Slim router over training seeds, beside the best rule of every scenario.
 
 Run: ``.venv/bin/python benchmarks/slim_learned_seeds.py RULES_DIR SEED_DIR [SEED_DIR ...]
-[--out FILE.json] [--select]``
+[--out FILE.json] [--select [--incumbent SEED_DIR]]``
 
 ``RULES_DIR`` is a ``hetsched slim experiment --scenarios ... --routers <rules>`` output folder;
 each ``SEED_DIR`` one of ``--routers learned --router-checkpoint learned=<seed's learned.pt>`` on
@@ -38,6 +38,7 @@ from hetsched.core.errors import DataError
 from hetsched.core.metrics import mean_and_ci95
 from hetsched.slim.experiments.learned_vs_rules import (
     best_rule,
+    keep_or_replace,
     matches_on_attainment,
     run_score,
     score_lead_interval,
@@ -129,12 +130,27 @@ def markdown(rows: list[dict[str, Any]], seeds: int) -> str:
     return "\n".join(lines)
 
 
-def selection(rules_dir: Path, seed_dirs: list[Path]) -> str:
+def selection(rules_dir: Path, seed_dirs: list[Path], incumbent: Path | None = None) -> str:
     """Each training run's score for the choice
-    (:func:`~hetsched.slim.experiments.learned_vs_rules.run_score`) and the one chosen."""
+    (:func:`~hetsched.slim.experiments.learned_vs_rules.run_score`) and the one chosen; with
+    ``incumbent`` (one of ``seed_dirs``: the router shipped now) the best run replaces it only
+    if its lead's interval lies above 0 (:func:`keep_or_replace`).
+
+    Raises:
+        DataError: If ``incumbent`` is not one of ``seed_dirs``.
+    """
     rules = _results(rules_dir)
     runs = [_results(folder) for folder in seed_dirs]
     chosen = select_run(runs, rules)
+    verdict = ""
+    if incumbent is not None:
+        if incumbent not in seed_dirs:
+            raise DataError(f"--incumbent {incumbent} is not one of the training runs given")
+        kept = seed_dirs.index(incumbent)
+        chosen_now, _ = keep_or_replace(runs, rules, kept)
+        if chosen_now == kept and chosen != kept:
+            verdict = f" (the best, {seed_dirs[chosen]}, ties the incumbent: it stays)"
+        chosen = chosen_now
     lines = [
         "| training run | selection score | chosen run's lead [95 % interval, seeds resampled] |",
         "| --- | ---: | --- |",
@@ -145,7 +161,7 @@ def selection(rules_dir: Path, seed_dirs: list[Path]) -> str:
             low, high = score_lead_interval(runs[chosen], run, rules)
             lead = f"[{low:+.4f}, {high:+.4f}]" + (" tie" if low <= 0.0 else "")
         lines.append(f"| {folder} | {run_score(run, rules):.4f} | {lead} |")
-    lines.append(f"\nchosen: {seed_dirs[chosen]}")
+    lines.append(f"\nchosen: {seed_dirs[chosen]}{verdict}")
     return "\n".join(lines)
 
 
@@ -159,12 +175,19 @@ def main() -> None:
         action="store_true",
         help="also choose one training run (run this on tuning seeds, not the evaluation seeds)",
     )
+    parser.add_argument(
+        "--incumbent",
+        type=Path,
+        default=None,
+        help="with --select: the run of the router shipped now (one of SEED_DIR); it stays"
+        " unless the best run's lead over it has a 95 %% interval above 0",
+    )
     args = parser.parse_args()
     rows = summarise(args.rules, args.seeds)
     print(markdown(rows, len(args.seeds)))
     if args.select:
         print()
-        print(selection(args.rules, args.seeds))
+        print(selection(args.rules, args.seeds, args.incumbent))
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=1))
 

@@ -6,6 +6,7 @@ import pytest
 from hetsched.core.errors import DataError
 from hetsched.slim.experiments.learned_vs_rules import (
     best_rule,
+    keep_or_replace,
     matches_on_attainment,
     run_score,
     score_lead_interval,
@@ -115,3 +116,18 @@ def test_the_lead_interval_needs_per_seed_runs_of_one_length():
         score_lead_interval({"bursty": entry({"learned": summary(1.0, 73.0)})}, two, rules)
     with pytest.raises(ValueError, match="resamples"):
         score_lead_interval(two, two, rules, resamples=0)
+
+
+def test_the_incumbent_stays_on_a_tie_and_gives_way_to_a_lead_on_every_seed():
+    rules = {"bursty": entry({"safe": seeded([(1.0, 70.0), (1.0, 71.0), (1.0, 69.0)])})}
+    base = [(0.999, 73.0), (0.998, 72.0), (1.0, 74.0)]
+    shipped = {"bursty": entry({"learned": seeded(base)})}
+    better = {"bursty": entry({"learned": seeded([(x, y + 1.0) for x, y in base])})}
+    # a higher mean score, but a loss on one seed: its interval reaches below 0
+    mixed = {"bursty": entry({"learned": seeded([(0.999, 76.0), (0.998, 70.0), (1.0, 74.0)])})}
+    assert keep_or_replace([shipped, mixed], rules, incumbent=0)[0] == 0
+    chosen, (low, _) = keep_or_replace([shipped, better, mixed], rules, incumbent=0)
+    assert chosen == 1 and low > 0.0
+    assert keep_or_replace([better, shipped], rules, incumbent=0) == (0, None)  # already best
+    with pytest.raises(ValueError, match="incumbent 2 is not one of the 2 runs"):
+        keep_or_replace([shipped, better], rules, incumbent=2)

@@ -121,6 +121,33 @@ def select_run(
     return max(range(len(runs)), key=scores.__getitem__)
 
 
+def keep_or_replace(
+    runs: Sequence[Mapping[str, Mapping[str, Any]]],
+    rules: Mapping[str, Mapping[str, Any]],
+    incumbent: int,
+    router: str = "learned",
+) -> tuple[int, tuple[float, float] | None]:
+    """The run to ship when ``runs[incumbent]`` ships now: the highest-scoring run
+    (:func:`select_run`) only if its lead over the incumbent has a 95 % interval above 0
+    (:func:`score_lead_interval`), else the incumbent. Returns the index and that interval
+    (None when the incumbent scores highest).
+
+    Why: scores of routers trained alike differ in the fourth decimal, and a lead whose interval
+    reaches 0 is a tie; replacing the shipped router on a tie changes what users get for no
+    measured reason (RESULTS, "both backlog advisors again, with block predictions").
+
+    Raises:
+        ValueError: With no runs or an incumbent index out of range.
+    """
+    if not 0 <= incumbent < len(runs):
+        raise ValueError(f"incumbent {incumbent} is not one of the {len(runs)} runs")
+    best = select_run(runs, rules, router)
+    if best == incumbent:
+        return incumbent, None
+    low, high = score_lead_interval(runs[best], runs[incumbent], rules, router)
+    return (best if low > 0.0 else incumbent), (low, high)
+
+
 def score_lead_interval(
     first: Mapping[str, Mapping[str, Any]],
     second: Mapping[str, Mapping[str, Any]],
