@@ -5,18 +5,23 @@ a router that raises answers the head image 500 instead of stopping the routing 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hetsched.core.devices import DEVICES
+from hetsched.core.errors import ConfigError
 from hetsched.core.events import WallClock
 from hetsched.slim.model.costs import compute_cost_table
 from hetsched.slim.routers import ROUTERS, Router, RouterState, RoutingDecision
+from hetsched.slim.routers.ppo import LearnedRouter
 from hetsched.slim.serving.admission import AdmissionController
+from hetsched.slim.serving.config import ServeConfig
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import RequestError
 from hetsched.slim.serving.metrics import ServingMetrics
+from hetsched.slim.serving.runtime import build_router
 from hetsched.slim.sim.device_predictions import device_completion_model
 from tests.slim.serving.fakes import FakePool
 
@@ -116,3 +121,15 @@ def test_a_router_that_raises_fails_the_head_image_with_500_and_routing_goes_on(
     assert all(e.status == 500 and "IndexError: a router bug" in str(e) for e in errors)
     answered = [r for r in results if not isinstance(r, BaseException)]
     assert [int(np.argmax(r.logits)) for r in answered] == [2, 3, 4, 5]
+
+
+def test_a_trained_router_must_fit_the_servers_and_widths_at_start_up():
+    config = ServeConfig(checkpoint=Path("unused.pt"), router="learned")
+    router = build_router(config, 2)  # the shipped router pads up to its server slots
+    assert isinstance(router, LearnedRouter)
+    slots = router.encoder.n_servers
+    with pytest.raises(ConfigError, match=f"trained for at most {slots} servers, the config has"):
+        build_router(config, slots + 1)
+    narrow = ServeConfig(checkpoint=Path("unused.pt"), router="learned", widths=(0.5, 1.0))
+    with pytest.raises(ConfigError, match="chooses widths"):
+        build_router(narrow, 2)

@@ -48,27 +48,38 @@ def input_spec(checkpoint: dict[str, Any]) -> InputSpec:
 
 
 def build_router(config: ServeConfig, n_servers: int) -> Router:
-    """A registered router by name, or the PPO router of a checkpoint file.
+    """A registered router by name (the shipped learned router included), or the PPO router of
+    a checkpoint file.
 
     Raises:
         UnknownNameError: For a name that is neither registered nor a file.
-        ConfigError: For a PPO checkpoint trained for another number of servers or widths.
+        ConfigError: For a trained router that does not fit the servers or widths: the paper's
+            encoder needs its exact server count, the extended ones at most their server slots.
     """
     path = Path(config.router)
     if config.router not in ROUTERS and (path.suffix == ".pt" or path.is_file()):
-        ppo = PPORouter(path, seed=config.router_seed)
-        encoder = ppo.encoder
-        if encoder.n_servers != n_servers:
+        router: Router = PPORouter(path, seed=config.router_seed)
+    else:
+        router = ROUTERS.create(config.router, seed=config.router_seed)
+    if isinstance(router, PPORouter):
+        encoder = router.encoder
+        fits = (
+            n_servers == encoder.n_servers
+            if encoder.kind == "paper"
+            else (n_servers <= encoder.n_servers)
+        )
+        if not fits:
             raise ConfigError(
-                f"router: {path} was trained for {encoder.n_servers} servers, the config has"
-                f" {n_servers}"
+                f"router: {config.router} was trained for"
+                f" {'' if encoder.kind == 'paper' else 'at most '}{encoder.n_servers} servers,"
+                f" the config has {n_servers}"
             )
         if not set(encoder.widths) <= set(config.widths):
             raise ConfigError(
-                f"router: {path} chooses widths {encoder.widths}, not all in {config.widths}"
+                f"router: {config.router} chooses widths {encoder.widths}, not all in"
+                f" {config.widths}"
             )
-        return ppo
-    return ROUTERS.create(config.router, seed=config.router_seed)
+    return router
 
 
 class ServingRuntime:
