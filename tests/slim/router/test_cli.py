@@ -61,6 +61,32 @@ def test_train_the_learned_router_then_resume(tmp_path):
     assert len(rows) == 1 + 1 + 3 + 2  # header, cloning, 3 DAgger rounds, 64 + 32 PPO decisions
 
 
+def test_resume_from_a_foreign_training_state_is_a_one_line_data_error(tmp_path):
+    from hetsched.core.errors import DataError
+
+    args = ["train-router", "--scenarios", "lan-1.5x", "--advisors", "jsq-0.25,slackfit",
+            "--images", "40", "--demo-episodes", "1", "--rollout", "32",
+            "--out", str(tmp_path), "--steps", "64", "--resume"]  # fmt: skip
+    for data in (b"", b"hello\n", b"root:x:0:0:root:/root:/bin/bash\n"):
+        (tmp_path / "train-state.pt").write_bytes(data)
+        result = runner.invoke(typer_app, ["slim", *args])
+        assert isinstance(result.exception, DataError), result.output
+        assert "not a training state" in str(result.exception)
+
+
+def test_a_foreign_router_checkpoint_stops_the_experiment_with_one_line(tmp_path):
+    from hetsched.core.errors import DataError
+
+    (tmp_path / "passwd.pt").write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    result = runner.invoke(typer_app, ["slim", "experiment", "--scenarios", "bursty-3x",
+                                       "--seeds", "1", "--routers", "learned", "--images", "50",
+                                       "--router-checkpoint", f"learned={tmp_path / 'passwd.pt'}",
+                                       "--out", str(tmp_path / "out")])  # fmt: skip
+    assert isinstance(result.exception, DataError), result.output
+    assert "not a router checkpoint" in str(result.exception)
+    assert not (tmp_path / "out").exists()
+
+
 def test_train_the_advice_router_with_gae(tmp_path):
     invoke("train-router", "--scenarios", "lan-1.5x", "--advisors", "jsq-0.25,slackfit",
            "--images", "40", "--demo-episodes", "2", "--rollout", "32", "--steps", "64",

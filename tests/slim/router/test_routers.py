@@ -1,3 +1,5 @@
+import zipfile
+
 import numpy as np
 import pytest
 import torch
@@ -118,3 +120,29 @@ def test_router_checkpoint_round_trip(tmp_path, state_factory):
         PPORouter(tmp_path / "bad.pt")
     with pytest.raises(DataError, match="not found"):
         PPORouter(tmp_path / "missing.pt")
+
+
+def foreign_files(folder):
+    """Files a user might name as a router or a training state by mistake: each makes torch
+    raise a different exception type (EOFError, UnpicklingError, KeyError, RuntimeError,
+    IndexError) or loads as something other than a settings mapping."""
+    files = {
+        "empty.pt": b"",
+        "random.pt": bytes(range(256)) * 8,
+        "text.pt": b"hello\n",
+        "passwd.pt": b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/:/sbin/nologin\n",
+    }
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    with zipfile.ZipFile(folder / "zip.pt", "w") as archive:
+        archive.writestr("a", "b")
+    torch.save(torch.zeros(3), folder / "tensor.pt")
+    torch.save({"encoder": 1}, folder / "half.pt")
+    return sorted(folder.glob("*.pt"))
+
+
+def test_a_foreign_file_as_router_checkpoint_is_a_one_line_data_error(tmp_path):
+    for path in foreign_files(tmp_path):
+        with pytest.raises(DataError, match="not a router checkpoint") as caught:
+            PPORouter(path)
+        assert "\n" not in str(caught.value), path

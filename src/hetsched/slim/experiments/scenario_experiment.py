@@ -86,7 +86,8 @@ def experiment_routers(
 
     Raises:
         HetschedError: For an empty list, an unknown router name or a bad setting, a checkpoint
-            for a router that is not in the list, or a checkpoint file that does not exist.
+            for a router that is not in the list, or a checkpoint file that does not exist or is
+            not a router checkpoint.
     """
     if names is not None and not names:
         raise ConfigError("--routers: no router named (give one or more, comma-separated)")
@@ -101,6 +102,8 @@ def experiment_routers(
     missing = [f"{name}={path}" for name, path in checkpoints.items() if not path.is_file()]
     if missing:
         raise ConfigError(f"--router-checkpoint: no such file: {', '.join(missing)}")
+    for name, path in checkpoints.items():
+        _create(name, {"checkpoint": path}, 0)  # a foreign or corrupt file fails here, once
     factories: dict[str, RouterFactory] = {}
     skipped: dict[str, str] = {}
     for name in chosen:

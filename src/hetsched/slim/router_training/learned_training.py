@@ -489,10 +489,15 @@ def _load_state(
         raise DataError("no training state to resume (run without --resume first)", path=str(path))
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a corrupt or foreign file
+        raise DataError(
+            f"not a training state (unreadable: {type(error).__name__})", path=str(path)
+        ) from None
+    try:
         policy.load_state_dict(saved.pop("policy"))
         settings = saved.pop("config")
         state = TrainingState(**saved)
-    except (KeyError, RuntimeError, TypeError, ValueError) as error:
+    except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as error:
         raise DataError(
             f"not a training state of this version (retrain without --resume): {error}",
             path=str(path),

@@ -10,7 +10,6 @@ sampled action back into a :class:`RoutingDecision`.
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -218,12 +217,20 @@ def load_router_checkpoint(
         raise DataError("router checkpoint not found", path=str(path))
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a corrupt or foreign file
+        raise DataError(
+            f"not a router checkpoint (unreadable: {type(error).__name__})", path=str(path)
+        ) from None
+    if not isinstance(data, dict):
+        raise DataError("not a router checkpoint (no settings mapping)", path=str(path))
+    try:
         encoder = encoder_from_settings(data.get("encoder_kind", "paper"), data["encoder"])
         policy = new_policy(encoder, tuple(data["hidden_sizes"]))
         policy.load_state_dict(data["state_dict"])
-    except (KeyError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError) as error:
+        metadata = dict(data.get("metadata", {}))
+    except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as error:
         raise DataError(f"not a router checkpoint: {error}", path=str(path)) from None
-    return policy, encoder, dict(data.get("metadata", {}))
+    return policy, encoder, metadata
 
 
 SHIPPED_FOLDER = "trained"
