@@ -1,7 +1,8 @@
-"""FastAPI + Ray actors (``hetsched slim serve``) against Slim on Ray Serve, Ray Serve's
-``@serve.batch`` baseline and a single-process batched FastAPI server
-(``serving_single_process.py``, as many torch threads as the others have servers): the same
-model, the same load, one after another.
+"""FastAPI + Ray actors (``hetsched slim serve``), FastAPI + servers in the front's process
+(``pool: local``), Slim on Ray Serve, Ray Serve's ``@serve.batch`` baseline and a single-process
+batched FastAPI server (``serving_single_process.py``, as many torch threads as the others have
+servers): the same model, the same load, one after another. ``--router`` sets the two FastAPI
+stacks' router (``jsq-1.0`` runs every image at full width, the baseline's work).
 
 Run: ``.venv/bin/python benchmarks/bench_serving_stacks.py --checkpoint CKPT``
 
@@ -41,7 +42,7 @@ import yaml
 from hetsched.slim.model.checkpoint import load_checkpoint
 from hetsched.slim.serving.loadgen import LoadgenConfig, LoadReport, run_load, wait_ready
 
-STACKS = ("fastapi-actors", "slim-on-serve", "serve-batch", "single-process")
+STACKS = ("fastapi-actors", "fastapi-local", "slim-on-serve", "serve-batch", "single-process")
 SERVER_PROCESS = {"fastapi-actors": "ray::ServerActor", "slim-on-serve": "server-cpu0"}
 """How a server's process names itself (Ray's process title) in each Slim stack (the actors'
 titles do not name the server: the first found is killed, and ``/metrics`` says which)."""
@@ -50,16 +51,23 @@ UP = re.compile(r'^hetsched_slim_server_up\{server="([^"]+)"\} (\S+)$', re.MULTI
 
 @contextmanager
 def launch(
-    stack: str, checkpoint: Path, folder: Path, port: int, servers: int
+    stack: str, checkpoint: Path, folder: Path, port: int, servers: int, router: str
 ) -> Iterator[psutil.Process]:
     """Starts ``stack`` serving on ``port``; yields its process once it answers ``/readyz``."""
     env = os.environ | {"RAY_AUTH_MODE": "disabled"}
-    if stack == "fastapi-actors":
+    if stack in ("fastapi-actors", "fastapi-local"):
         config = folder / "cluster-stacks.yaml"
         names = [{"name": f"cpu{i}"} for i in range(servers)]
+        pool = "local" if stack == "fastapi-local" else "ray"
         config.write_text(
             yaml.safe_dump(
-                {"checkpoint": str(checkpoint.resolve()), "servers": names, "port": port}
+                {
+                    "checkpoint": str(checkpoint.resolve()),
+                    "servers": names,
+                    "port": port,
+                    "pool": pool,
+                    "router": router,
+                }
             )
         )
         command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
@@ -167,13 +175,20 @@ def main() -> None:
         "--fault-load", type=float, default=0.7, help="fault run's rate / closed-loop img/s"
     )
     parser.add_argument("--port", type=int, default=8795)
+    parser.add_argument(
+        "--router",
+        default="random",
+        help="router of the two FastAPI stacks (jsq-1.0: full width, the baseline's work)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/stacks.json"))
     args = parser.parse_args()
     data = load_checkpoint(args.checkpoint)["config"]["data"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for stack in args.stacks.split(","):
-        with launch(stack, args.checkpoint, args.out.parent, args.port, args.servers) as process:
+        with launch(
+            stack, args.checkpoint, args.out.parent, args.port, args.servers, args.router
+        ) as process:
             url = f"http://127.0.0.1:{args.port}"
             load(url, data, 3.0, rate_per_s=20)  # warm-up: instances loaded, JIT paths hot
             closed = load(url, data, args.duration_s, concurrency=args.concurrency)

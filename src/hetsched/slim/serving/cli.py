@@ -33,19 +33,27 @@ def serve_command(
         None, help="Bearer token for every path but the health probes (default: config; none)."
     ),
     router: str | None = typer.Option(None, help="Router name or PPO checkpoint (overrides)."),
+    pool: str | None = typer.Option(
+        None,
+        help="Where servers run: ray (an actor each) or local (threads of this process, one"
+        " host, no Ray); default: config, ray.",
+    ),
     num_cpus: int | None = typer.Option(None, help="CPUs of a local Ray session (default: all)."),
     insecure: bool = typer.Option(
         False, help="Serve on a non-loopback --host without a --token (refused otherwise)."
     ),
 ) -> None:
-    """Serves SlimResNet over HTTP: one Ray actor per server, routed by the Slim router."""
+    """Serves SlimResNet over HTTP: one Ray actor (or, --pool local, one thread) per server,
+    routed by the Slim router."""
     # The app and the runtime import FastAPI, uvicorn and Ray (the serve extra): only here.
     from hetsched.slim.serving.app import create_app
     from hetsched.slim.serving.http_server import serve_forever
     from hetsched.slim.serving.runtime import ServingRuntime
 
+    if pool not in (None, "ray", "local"):
+        raise ConfigError(f"--pool: expected ray or local, got {pool!r}")
     serve_config = load_serve_config(config)
-    updates = {"host": host, "port": port, "token": token, "router": router}
+    updates = {"host": host, "port": port, "token": token, "router": router, "pool": pool}
     serve_config = serve_config.model_copy(
         update={k: v for k, v in updates.items() if v is not None}
     )
@@ -61,7 +69,7 @@ def serve_command(
     runtime = ServingRuntime(serve_config, address=address, num_cpus=num_cpus)
     console.print(
         f"serving {serve_config.checkpoint} on http://{serve_config.host}:{serve_config.port}"
-        f" (router {serve_config.router}, Ray {'at ' + address if address else 'local'})",
+        f" (router {serve_config.router}, {_where(serve_config.pool, address)})",
         highlight=False,
     )
     serve_forever(create_app(runtime), serve_config.host, serve_config.port, serve_config.http)
@@ -135,6 +143,13 @@ def loadgen_command(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report.as_dict(), indent=1))
         console.print(f"report: {out}")
+
+
+def _where(pool: str, address: str | None) -> str:
+    """Where the servers run, for the start-up line."""
+    if pool == "local":
+        return "servers in this process"
+    return f"Ray {'at ' + address if address else 'local'}"
 
 
 def _millis(*seconds: float) -> str:

@@ -7,7 +7,7 @@ from ``checkpoint``. Unknown keys are errors (a misspelt knob must fail, not be 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -84,6 +84,11 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
     """SlimResNet checkpoint written by ``hetsched slim train``."""
     servers: tuple[ServerConfig, ...] = ()
     """One entry per server; empty: one per visible GPU, or two CPU servers without GPUs."""
+    pool: Literal["ray", "local"] = "ray"
+    """Where the servers run: ``ray``, one Ray actor each (any host of a Ray cluster; a crashed
+    server is restarted and its images re-routed while the others serve); ``local``, threads of
+    the front's own process (one host, no Ray: no per-segment hop through the object store, but
+    a crash of the process is a total outage; ``num_cpus`` and ``nice`` do not apply)."""
     router: str = "random"
     """A registered router name (``hetsched.slim.routers.ROUTERS``) or a PPO checkpoint file."""
     router_seed: int = 0

@@ -1,10 +1,9 @@
-"""The servers as Ray actors, seen by the front as a :class:`~.front.ServerPool`.
+"""The servers as Ray actors, seen by the front as a :class:`~.blocks.ServerPool`.
 
-The pool owns one :class:`~.actor.ServerActor` per configured server and keeps, per server, the
-latest telemetry snapshot and whether it is up. A server is marked down the moment one of its
-calls fails because the actor died, or when a telemetry poll fails or times out; the front's router
-then masks it. Ray restarts a dead actor (``max_restarts``); the next successful poll marks it up
-again, and the router may choose it from the next decision on (a restarted server rejoins).
+The pool owns one :class:`~.actor.ServerActor` per configured server; up/down state and telemetry
+are :class:`~.polled_pool.PolledServerPool`'s. Ray restarts a dead actor (``max_restarts``); the
+next successful poll marks it up again, and the router may choose it from the next decision on (a
+restarted server rejoins).
 
 Ray errors are translated into the front's terms: a dead actor is a
 :class:`~.front.ServerFailedError` (re-route the block), a lost input activation a
@@ -15,10 +14,7 @@ on as a server error (fail the images with 500).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,8 +22,6 @@ import ray
 from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
 from hetsched.core.devices import DeviceSpec
-from hetsched.core.errors import HetschedError
-from hetsched.slim.executor.server import ServerTelemetry
 from hetsched.slim.serving.actor import ServerActor
 from hetsched.slim.serving.blocks import (
     BlockItem,
@@ -37,13 +31,7 @@ from hetsched.slim.serving.blocks import (
 )
 from hetsched.slim.serving.config import ServerConfig
 from hetsched.slim.serving.metrics import ServerSnapshot
-
-LOG = logging.getLogger(__name__)
-
-
-class ServerStartError(HetschedError):
-    """A server actor could not start (bad device, bad executor knobs, unreadable model)."""
-
+from hetsched.slim.serving.polled_pool import PolledServerPool, ServerStartError, cause
 
 SERVER_KEYS = ("format", "architecture", "state_dict")
 """What a server builds its model from; a training checkpoint also holds the optimizer's state
@@ -57,7 +45,7 @@ def server_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return {key: checkpoint[key] for key in SERVER_KEYS if key in checkpoint}
 
 
-class RayServerPool:
+class RayServerPool(PolledServerPool):
     """One Ray actor per server, with cached telemetry and up/down state.
 
     Args:
@@ -75,8 +63,7 @@ class RayServerPool:
         executor_config: dict[str, Any],
         telemetry_interval_s: float = 0.2,
     ) -> None:
-        self.names = tuple(server.name for server in servers)
-        self.telemetry_interval_s = telemetry_interval_s
+        super().__init__([server.name for server in servers], telemetry_interval_s)
         # Held for the pool's lifetime: Ray restarts a dead actor from these arguments.
         self._checkpoint_ref = ray.put(server_payload(checkpoint))
         self._actors = [
@@ -92,14 +79,6 @@ class RayServerPool:
             )
             for server in servers
         ]
-        self._up = [False] * len(servers)
-        self._snapshots = [
-            ServerSnapshot(name, False, 0, 0.0, 0, 0.0, 1.0, 0.0, "none", 0, 0)
-            for name in self.names
-        ]
-        self._poller: asyncio.Task | None = None
-        self.specs: list[DeviceSpec] = []
-        """Each server's device spec, as its actor reports it once started (:meth:`start`)."""
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Waits until every actor has loaded its model, then polls telemetry in the background.
@@ -113,32 +92,20 @@ class RayServerPool:
                 spec = await asyncio.wait_for(_awaitable(actor.device_spec.remote()), timeout_s)
             except (RayActorError, RayTaskError, TimeoutError) as error:
                 raise ServerStartError(
-                    f"server {self.names[index]!r} did not start: {_cause(error)}"
+                    f"server {self.names[index]!r} did not start: {cause(error)}"
                 ) from None
             self._snapshots[index] = snapshot
             self.specs.append(DeviceSpec.model_validate(spec))
             self._up[index] = True
-        self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
+        self._start_polling()
 
     async def stop(self) -> None:
         """Stops polling and ends every actor (no restart)."""
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        await self._stop_polling()
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
 
     # -- ServerPool -------------------------------------------------------------------------------
-
-    def is_up(self, index: int) -> bool:
-        return self._up[index]
-
-    def telemetry(self, index: int) -> ServerTelemetry:
-        snapshot = self._snapshots[index]
-        return ServerTelemetry(
-            snapshot.queue_length, snapshot.power_w, snapshot.max_power_w, snapshot.utilization_pct
-        )
 
     async def run_block(
         self, index: int, width: float, items: Sequence[BlockItem]
@@ -157,13 +124,13 @@ class RayServerPool:
             metadata = await refs[0]
         except RayActorError as error:
             self._mark_down(index, error)
-            raise ServerFailedError(f"{self.names[index]}: {_cause(error)}") from None
+            raise ServerFailedError(f"{self.names[index]}: {cause(error)}") from None
         except ObjectLostError as error:
             raise PayloadLostError(str(error)) from None
         except RayTaskError as error:
             if isinstance(error.cause, ObjectLostError):
                 raise PayloadLostError(str(error.cause)) from None
-            raise RuntimeError(_cause(error)) from None
+            raise RuntimeError(cause(error)) from None
         return [
             ItemResult(width_run, ref, queue_s, compute_s)
             for (width_run, queue_s, compute_s), ref in zip(metadata, refs[1:], strict=True)
@@ -175,13 +142,7 @@ class RayServerPool:
         except ObjectLostError as error:
             raise PayloadLostError(str(error)) from None
 
-    # -- telemetry and faults -------------------------------------------------------------------
-
-    def snapshots(self) -> list[ServerSnapshot]:
-        """The latest snapshot per server, ``up`` as the pool sees it now (for ``/metrics``)."""
-        return [
-            replace(snapshot, up=up) for snapshot, up in zip(self._snapshots, self._up, strict=True)
-        ]
+    # -- faults -----------------------------------------------------------------------------------
 
     async def pid(self, index: int) -> int:
         """Process id of server ``index``'s actor (to kill it from outside, as a crash would)."""
@@ -191,37 +152,12 @@ class RayServerPool:
         """Ends server ``index``'s actor; Ray restarts it unless ``restart`` is False."""
         ray.kill(self._actors[index], no_restart=not restart)
 
-    async def _poll_forever(self) -> None:
-        while True:
-            await asyncio.gather(*(self._poll(i) for i in range(len(self._actors))))
-            await asyncio.sleep(self.telemetry_interval_s)
+    DOWN_ERRORS = (RayActorError, RayTaskError)
 
-    async def _poll(self, index: int) -> None:
-        timeout_s = max(2.0, 5 * self.telemetry_interval_s)
-        try:
-            snapshot = await asyncio.wait_for(
-                _awaitable(self._actors[index].snapshot.remote()), timeout_s
-            )
-        except (RayActorError, RayTaskError, TimeoutError) as error:
-            self._mark_down(index, error)
-            return
-        self._snapshots[index] = snapshot
-        if not self._up[index]:
-            LOG.warning("server %s is up again; it rejoins the routing", self.names[index])
-        self._up[index] = True
-
-    def _mark_down(self, index: int, error: BaseException) -> None:
-        if self._up[index]:
-            LOG.warning("server %s is down: %s", self.names[index], _cause(error))
-        self._up[index] = False
+    async def _read_snapshot(self, index: int) -> ServerSnapshot:
+        return await self._actors[index].snapshot.remote()
 
 
 async def _awaitable(ref: ray.ObjectRef) -> Any:
     """An object ref as a coroutine, so ``asyncio.wait_for`` can time it out."""
     return await ref
-
-
-def _cause(error: BaseException) -> str:
-    """The innermost message of a Ray error (its cause when it wraps one)."""
-    cause = getattr(error, "cause", None)
-    return f"{type(cause or error).__name__}: {cause or error}".splitlines()[0]

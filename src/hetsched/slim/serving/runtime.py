@@ -1,8 +1,9 @@
 """Putting a serving system together from a :class:`~.config.ServeConfig`: Ray, servers, front.
 
-:class:`ServingRuntime` joins (or starts) a Ray session, starts one server actor per configured
-server (one per GPU, or two CPU servers, when none are configured), builds the router and the
-front, and tears it all down again. The HTTP layer (:mod:`.app`) holds one runtime.
+:class:`ServingRuntime` starts one server per configured server (one per GPU, or two CPU servers,
+when none are configured): a Ray actor each, after joining (or starting) a Ray session, or a
+thread of this process with the ``local`` pool; then it builds the router and the front, and
+tears it all down again. The HTTP layer (:mod:`.app`) holds one runtime.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import torch
 
 from hetsched.core.config import validate_config
 from hetsched.core.errors import ConfigError
@@ -28,6 +30,7 @@ from hetsched.slim.serving.admission import AdmissionController
 from hetsched.slim.serving.config import ServeConfig, default_servers
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import InputSpec
+from hetsched.slim.serving.local_pool import LocalServerPool
 from hetsched.slim.serving.metrics import ServingMetrics
 from hetsched.slim.serving.pool import RayServerPool
 from hetsched.slim.sim.device_predictions import device_completion_model
@@ -100,14 +103,15 @@ class ServingRuntime:
         self.num_cpus = num_cpus
         self.metrics = ServingMetrics()
         self.front: Front | None = None
-        self.pool: RayServerPool | None = None
+        self.pool: RayServerPool | LocalServerPool | None = None
         self.input_spec: InputSpec | None = None
         self.event_loop: asyncio.AbstractEventLoop | None = None
         """The loop the front runs on (to call into the runtime from another thread)."""
         self._owns_ray = False
 
     async def start(self) -> None:
-        """Connects to Ray, starts the servers (waits for their models) and the routing loop.
+        """Starts the servers (waits for their models; joins Ray first for the ``ray`` pool) and
+        the routing loop.
 
         Raises:
             DataError: For an unreadable model checkpoint.
@@ -121,22 +125,16 @@ class ServingRuntime:
         executor = {"widths": config.widths, **config.executor}
         # Fail here, not in every actor.
         max_batch = validate_config(executor, ExecutorConfig, "executor").max_batch
-        if not ray.is_initialized():
-            local = self.address is None
-            ray.init(
-                address=self.address,
-                num_cpus=self.num_cpus if local else None,
-                include_dashboard=False,
-                log_to_driver=False,
-                # Ray starts workers at niceness 15: on a busy CPU host the servers would then
-                # lose every contest for a core to the HTTP front, whose refusals multiply
-                # under overload, and goodput collapses. Same priority as the front instead.
-                _system_config={"worker_niceness": 0} if local else None,
-            )
-            self._owns_ray = True
-        servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
-        router = build_router(config, len(servers))
-        pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
+        pool: RayServerPool | LocalServerPool
+        if config.pool == "local":
+            servers = config.servers or default_servers(torch.cuda.device_count())
+            router = build_router(config, len(servers))
+            pool = LocalServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
+        else:
+            self._join_ray()
+            servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
+            router = build_router(config, len(servers))
+            pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
         self.pool = pool
         await pool.start()
         self.metrics.watch_servers(pool.snapshots)
@@ -167,6 +165,23 @@ class ServingRuntime:
         LOG.info(
             "servers up: %s; router %s; %d start-up objects frozen", names, config.router, frozen
         )
+
+    def _join_ray(self) -> None:
+        """Connects to the configured Ray cluster, or starts a local session (unless connected)."""
+        if ray.is_initialized():
+            return
+        local = self.address is None
+        ray.init(
+            address=self.address,
+            num_cpus=self.num_cpus if local else None,
+            include_dashboard=False,
+            log_to_driver=False,
+            # Ray starts workers at niceness 15: on a busy CPU host the servers would then
+            # lose every contest for a core to the HTTP front, whose refusals multiply
+            # under overload, and goodput collapses. Same priority as the front instead.
+            _system_config={"worker_niceness": 0} if local else None,
+        )
+        self._owns_ray = True
 
     async def stop(self) -> None:
         """Answers what is queued (503), ends the actors, and the Ray session if it started it."""

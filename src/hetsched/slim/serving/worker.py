@@ -52,6 +52,8 @@ class SegmentWorker:
         config: Algorithm 1's knobs.
         name: The server's name.
         spec: Device spec for the power model (default: the backend's datasheet choice).
+        compute_slots: Batches that may compute at once (default: the backend's, every core of
+            this process on the CPU; servers that share a process take their share).
     """
 
     def __init__(
@@ -61,10 +63,17 @@ class SegmentWorker:
         config: ExecutorConfig,
         name: str,
         spec: DeviceSpec | None = None,
+        compute_slots: int | None = None,
     ) -> None:
         self.name = name
         self.loop = RealTimeLoop()
-        self.backend = TorchBackend(model, self.loop, device, spec=spec, name=name)
+        self.backend = (
+            TorchBackend(model, self.loop, device, spec=spec, name=name)
+            if compute_slots is None
+            else TorchBackend(
+                model, self.loop, device, spec=spec, name=name, max_workers=compute_slots
+            )
+        )
         self.executor = GreedyExecutor(self.backend, self.loop, config, name)
         self.crash: BaseException | None = None
         self.loop.start()
@@ -155,6 +164,7 @@ def worker_from_checkpoint(
     device: str,
     executor_config: dict[str, Any],
     spec: str | None = None,
+    compute_slots: int | None = None,
 ) -> SegmentWorker:
     """A server's worker as a server process builds it: one torch thread (servers on one host
     must not fight over cores), the model from the checkpoint dict, the validated executor knobs.
@@ -169,6 +179,7 @@ def worker_from_checkpoint(
         validate_config(executor_config, ExecutorConfig, "executor"),
         name,
         load_device(spec) if spec else None,
+        compute_slots,
     )
 
 

@@ -1,0 +1,125 @@
+"""The one-host pool: servers as threads of the front's process, no Ray.
+
+What it must keep from the Ray pool: the same answers as the in-process model, both servers
+used, a crashed server's images re-routed (none lost) and the server back in the routing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from hetsched.cli import typer_app
+from hetsched.slim.model.checkpoint import load_checkpoint, load_model
+from hetsched.slim.model.data import load_digits
+from hetsched.slim.serving.app import create_app
+from hetsched.slim.serving.blocks import BlockItem, ServerFailedError
+from hetsched.slim.serving.config import ServeConfig, ServerConfig
+from hetsched.slim.serving.http_server import BackgroundServer
+from hetsched.slim.serving.local_pool import LocalServerPool
+from hetsched.slim.serving.runtime import ServingRuntime
+
+ray = pytest.importorskip("ray")  # the runtime module imports it (the serve extra)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    dataset = load_digits(8)
+    return dataset.test_images.numpy()[:40], dataset.test_labels.numpy()[:40]
+
+
+def test_the_local_pool_serves_the_models_answers_without_ray(digits, digits_checkpoint: Path):
+    config = ServeConfig(
+        checkpoint=digits_checkpoint,
+        servers=(ServerConfig(name="cpu0"), ServerConfig(name="cpu1")),
+        pool="local",
+        router="round-robin",  # both servers, every width
+        executor={"max_batch": 8},
+    )
+    runtime = ServingRuntime(config)
+    background = BackgroundServer(create_app(runtime))
+    url = background.start()
+    images, labels = digits
+    try:
+
+        async def post_all() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+                bodies = [
+                    {"images": [x.tolist() for x in images[k : k + 4]]} for k in range(0, 40, 4)
+                ]
+                return await asyncio.gather(*(client.post("/v1/classify", json=b) for b in bodies))
+
+        responses = asyncio.run(post_all())
+        assert [r.status_code for r in responses] == [200] * 10, [r.text for r in responses]
+        results = [item for r in responses for item in r.json()["results"]]
+        metrics = httpx.get(f"{url}/metrics").text
+    finally:
+        background.stop()
+    assert not ray.is_initialized(), "the local pool must not start Ray"
+    model = load_model(digits_checkpoint)
+    with torch.inference_mode():
+        expected = [
+            int(model(torch.from_numpy(x).unsqueeze(0), tuple(r["widths"])).argmax())
+            for x, r in zip(images, results, strict=True)
+        ]
+    assert [r["label"] for r in results] == expected
+    assert np.mean(np.asarray(expected) == labels) > 0.5
+    assert {s for r in results for s in r["servers"]} == {"cpu0", "cpu1"}
+    assert 'hetsched_slim_server_up{server="cpu0"} 1.0' in metrics
+
+
+def test_a_crashed_server_fails_its_blocks_and_is_rebuilt(digits_checkpoint: Path):
+    checkpoint = load_checkpoint(digits_checkpoint)
+    pool = LocalServerPool(
+        [ServerConfig(name="cpu0"), ServerConfig(name="cpu1")],
+        checkpoint,
+        {"idle_unload_s": 600.0},
+        telemetry_interval_s=0.05,
+    )
+    image = np.zeros((3, 8, 8), np.float32)
+
+    def crash() -> None:
+        raise ValueError("a batch failed")
+
+    async def scenario() -> tuple[list, bool, bool, list]:
+        await pool.start()
+        try:
+            (before,) = await pool.run_block(0, 1.0, [BlockItem(0, 1.0, image)])
+            worker = pool._workers[0]
+            assert worker is not None
+            block = asyncio.ensure_future(pool.run_block(0, 1.0, [BlockItem(0, 1.0, image)]))
+            worker.loop.call_soon_threadsafe(crash)  # the loop dies with the block in it
+            with pytest.raises(ServerFailedError, match="cpu0"):
+                await asyncio.wait_for(block, 30)
+            went_down = not pool.is_up(0)
+            deadline_s = time.monotonic() + 60
+            while not pool.is_up(0) and time.monotonic() < deadline_s:
+                await asyncio.sleep(0.05)
+            (after,) = await pool.run_block(0, 1.0, [BlockItem(0, 1.0, image)])
+            return [before.output, after.output], went_down, pool.is_up(1), pool.snapshots()
+        finally:
+            await pool.stop()
+
+    outputs, went_down, other_up, snapshots = asyncio.run(scenario())
+    assert went_down, "the crashed server stayed in the routing"
+    assert other_up, "a crash of one server took the other down"
+    np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-5)  # rebuilt from the weights
+    assert all(s.up for s in snapshots)
+
+
+def test_serve_refuses_an_unknown_pool(tmp_path: Path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text("checkpoint: x.pt\npool: threads\n")
+    result = CliRunner().invoke(typer_app, ["slim", "serve", "--config", str(config)])
+    assert "pool" in str(result.exception) and "'ray' or 'local'" in str(result.exception)
+    result = CliRunner().invoke(
+        typer_app, ["slim", "serve", "--config", str(config), "--pool", "gpu"]
+    )
+    assert "--pool: expected ray or local" in str(result.exception)
