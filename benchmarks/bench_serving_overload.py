@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python benchmarks/bench_serving_overload.py --checkpoint CKPT``
 
-``hetsched slim serve`` runs in its own process (its own local Ray session, two CPU servers); the
-load generator (``hetsched.slim.serving.loadgen``, raw-socket client) runs in this one. Steps:
+``hetsched slim serve`` runs in its own process (its own local Ray session, two CPU servers; or,
+``--pool local``, the two servers as threads of that process); the load generator
+(``hetsched.slim.serving.loadgen``, raw-socket client) runs in this one. Steps:
 
 1. **Capacity**: closed loop, ``--capacity-clients`` clients back to back for ``--duration-s``,
    without deadlines (a refused closed-loop client would retry at once): the answered images/s
@@ -87,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="SlimResNet checkpoint")
     parser.add_argument("--router", default="random", help="router name or PPO checkpoint")
+    parser.add_argument("--pool", default="ray", choices=("ray", "local"), help="where servers run")
     parser.add_argument("--deadline-s", type=float, default=0.5)
     parser.add_argument("--duration-s", type=float, default=15.0)
     parser.add_argument("--capacity-clients", type=int, default=32)
@@ -103,6 +105,7 @@ def main() -> None:
         "checkpoint": str(args.checkpoint.resolve()),
         "servers": [{"name": f"cpu{i}", "nice": args.server_nice} for i in range(2)],
         "router": args.router,
+        "pool": args.pool,
     }
     rows = []
     with serve(config, args.out.parent) as url:
