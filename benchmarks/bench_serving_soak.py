@@ -1,10 +1,12 @@
 """Slim serving soak: memory of the front and of every server actor under steady load.
 
 Run: ``.venv/bin/python -m benchmarks.bench_serving_soak --checkpoint CKPT [--minutes 30]
-[--load-factor 0.8] [--interval-s 5] [--out runs/slim-serving/soak]``
+[--load-factor 0.8] [--interval-s 5] [--pool ray|local] [--router R]
+[--out runs/slim-serving/soak]``
 
-``hetsched slim serve`` (FastAPI front + two Ray server actors, a local Ray session) runs in its
-own process; the load generator runs in this one. First the capacity C (closed loop, 32 clients,
+``hetsched slim serve`` (FastAPI front + two Ray server actors, a local Ray session; or, with
+``--pool local``, the two servers as threads of the front's process) runs in its own process;
+the load generator runs in this one. First the capacity C (closed loop, 32 clients,
 ``--capacity-s``), then open-loop Poisson load at ``--load-factor`` x C with a 5 s deadline, in
 one-minute chunks (seeds 1, 2, ...) for ``--minutes``. Every ``--interval-s`` the resident set
 (RSS) and the unique set (USS: pages no other process shares, i.e. what the process itself costs
@@ -104,6 +106,8 @@ def main() -> None:
     parser.add_argument("--capacity-s", type=float, default=15.0, help="closed-loop run length")
     parser.add_argument("--interval-s", type=float, default=5.0, help="between memory samples")
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/soak"))
+    parser.add_argument("--pool", default="ray", choices=("ray", "local"), help="where servers run")
+    parser.add_argument("--router", default="random", help="router name or PPO checkpoint")
     args = parser.parse_args()
     console = Console()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +115,8 @@ def main() -> None:
     checkpoint_mb = args.checkpoint.stat().st_size / MB
     rows: list[dict] = []
     chunks: list[dict] = []
-    with launch("fastapi-actors", args.checkpoint, args.out, PORT, 2) as front:
+    stack = "fastapi-local" if args.pool == "local" else "fastapi-actors"
+    with launch(stack, args.checkpoint, args.out, PORT, 2, args.router) as front:
         url = f"http://127.0.0.1:{PORT}"
         load(url, data, 3.0, rate_per_s=20)  # warm-up: every instance loaded
         capacity = load(url, data, args.capacity_s, concurrency=32).throughput_images_per_s
