@@ -19,7 +19,6 @@ Run one of them in this process until Ctrl-C: ``python benchmarks/serving_rayser
 # Ray has shipped the classes by value, where string annotations no longer resolve.
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -37,10 +36,10 @@ from ray import serve
 from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
 
+from hetsched.core.devices import DeviceSpec
 from hetsched.core.events import WallClock
-from hetsched.slim.executor.server import ServerTelemetry
+from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoint
-from hetsched.slim.routers import ROUTERS
 from hetsched.slim.serving.admission import AdmissionController
 from hetsched.slim.serving.app import create_app
 from hetsched.slim.serving.blocks import BlockItem, ItemResult, ServerFailedError
@@ -48,7 +47,8 @@ from hetsched.slim.serving.config import ServeConfig
 from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import decode_image_file
 from hetsched.slim.serving.metrics import ServerSnapshot, ServingMetrics
-from hetsched.slim.serving.runtime import input_spec
+from hetsched.slim.serving.polled_pool import PolledServerPool
+from hetsched.slim.serving.runtime import build_router, front_completion, input_spec
 from hetsched.slim.serving.worker import worker_from_checkpoint
 
 LOG = logging.getLogger(__name__)
@@ -82,6 +82,10 @@ class SegmentServer:
     async def snapshot(self) -> ServerSnapshot:
         return await self.worker.snapshot()
 
+    def device_spec(self) -> dict[str, Any]:
+        """The device spec this server's power model and the front's predictions use."""
+        return self.worker.backend.spec.model_dump(mode="json")
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -90,41 +94,27 @@ class SegmentServer:
         self.worker.check_alive()
 
 
-class HandlePool:
+class HandlePool(PolledServerPool):
     """The front's server pool over one deployment handle per server (pinned dispatch)."""
 
-    def __init__(self, handles: Sequence[DeploymentHandle], telemetry_interval_s: float) -> None:
-        self.names = server_names(len(handles))
-        self.handles = list(handles)
-        self.telemetry_interval_s = telemetry_interval_s
-        self._up = [True] * len(handles)
-        self._snapshots = [
-            ServerSnapshot(name, True, 0, 0.0, 0, 0.0, 1.0, 0.0, "none", 0, 0)
-            for name in self.names
-        ]
-        self._poller: asyncio.Task | None = None
+    DOWN_ERRORS = (RayActorError,)
 
-    def start(self) -> None:
-        self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
+    def __init__(self, handles: Sequence[DeploymentHandle], telemetry_interval_s: float) -> None:
+        super().__init__(server_names(len(handles)), telemetry_interval_s)
+        self.handles = list(handles)
+
+    async def start(self) -> None:
+        """Reads every server's device spec (the front's predictions), then polls telemetry."""
+        for index, handle in enumerate(self.handles):
+            self.specs.append(DeviceSpec.model_validate(await handle.device_spec.remote()))
+            self._up[index] = True
+        self._start_polling()
 
     async def stop(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        await self._stop_polling()
 
-    def is_up(self, index: int) -> bool:
-        return self._up[index]
-
-    def telemetry(self, index: int) -> ServerTelemetry:
-        s = self._snapshots[index]
-        return ServerTelemetry(s.queue_length, s.power_w, s.max_power_w, s.utilization_pct)
-
-    def snapshots(self) -> list[ServerSnapshot]:
-        return [
-            ServerSnapshot(**(vars(s) | {"up": up}))
-            for s, up in zip(self._snapshots, self._up, strict=True)
-        ]
+    async def _read_snapshot(self, index: int) -> ServerSnapshot:
+        return await self.handles[index].snapshot.remote()
 
     async def run_block(
         self, index: int, width: float, items: Sequence[BlockItem]
@@ -145,20 +135,6 @@ class HandlePool:
     async def fetch(self, payload: Any) -> np.ndarray:
         return payload  # the activation came back with the answer
 
-    async def _poll_forever(self) -> None:
-        while True:
-            await asyncio.gather(*(self._poll(i) for i in range(len(self.handles))))
-            await asyncio.sleep(self.telemetry_interval_s)
-
-    async def _poll(self, index: int) -> None:
-        try:
-            async with asyncio.timeout(2.0):
-                self._snapshots[index] = await self.handles[index].snapshot.remote()
-        except (RayActorError, TimeoutError):
-            self._up[index] = False
-            return
-        self._up[index] = True
-
 
 class SlimOnServeRuntime:
     """The front over a :class:`HandlePool`: the :class:`~hetsched.slim.serving.service.Service`
@@ -173,11 +149,12 @@ class SlimOnServeRuntime:
         self.metrics.watch_servers(self.pool.snapshots)
 
     async def start(self) -> None:
-        admission = self.config.admission
-        self.pool.start()
+        config, admission = self.config, self.config.admission
+        await self.pool.start()
+        max_batch = ExecutorConfig.model_validate(config.executor).max_batch
         self.front = Front(
             self.pool,
-            ROUTERS.create(self.config.router, seed=self.config.router_seed),
+            build_router(config, len(self.pool.names)),
             AdmissionController(admission.max_images_in_system, admission.deadline_headroom),
             WallClock(),
             self.metrics,
@@ -185,6 +162,7 @@ class SlimOnServeRuntime:
             group_sizes=self.config.group_sizes,
             max_attempts=admission.max_attempts,
             shed_from=admission.shed_from,
+            completion=front_completion(self.pool.specs, self.input_spec, config.widths, max_batch),
         )
         self.front.start()
 

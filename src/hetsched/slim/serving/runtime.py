@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,11 @@ import ray
 import torch
 
 from hetsched.core.config import validate_config
+from hetsched.core.devices import DeviceSpec
 from hetsched.core.errors import ConfigError
 from hetsched.core.events import WallClock
 from hetsched.core.gc_pauses import freeze_startup_objects, thaw_startup_objects
+from hetsched.slim.cluster.completion_model import CompletionModel
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.model.checkpoint import load_checkpoint
 from hetsched.slim.model.costs import compute_cost_table
@@ -83,6 +86,15 @@ def build_router(config: ServeConfig, n_servers: int) -> Router:
                 f" {config.widths}"
             )
     return router
+
+
+def front_completion(
+    specs: Sequence[DeviceSpec], spec: InputSpec, widths: tuple[float, ...], max_batch: int
+) -> CompletionModel:
+    """The front's predicted completion times: each server's device spec on the served model's
+    segment costs (as the live experiments predict), batches of at most ``max_batch``."""
+    costs = compute_cost_table(len(spec.class_names), spec.image_size, widths)
+    return device_completion_model(specs, costs, widths, max_batch)
 
 
 class ServingRuntime:
@@ -150,14 +162,7 @@ class ServingRuntime:
             group_sizes=config.group_sizes,
             max_attempts=config.admission.max_attempts,
             shed_from=config.admission.shed_from,
-            completion=device_completion_model(
-                pool.specs,
-                compute_cost_table(
-                    len(self.input_spec.class_names), self.input_spec.image_size, config.widths
-                ),
-                config.widths,
-                max_batch,
-            ),
+            completion=front_completion(pool.specs, self.input_spec, config.widths, max_batch),
         )
         self.front.start()
         frozen = freeze_startup_objects()  # full collections under load walk only new objects
