@@ -1,16 +1,18 @@
 """Slim serving on this machine: throughput and p99 under load, and the cost of HTTP + Ray.
 
-Run: ``.venv/bin/python benchmarks/bench_serving.py --checkpoint CKPT --ppo ROUTER.pt``
+Run: ``.venv/bin/python benchmarks/bench_serving.py --checkpoint CKPT --ppo ROUTER.pt
+[--pool ray|local] [--parts sweep,overhead]``
 
 1. **Load sweep.** ``hetsched slim serve`` twice (each its own local Ray session with two CPU
-   servers), one with the random router and one with the PPO router; at each of increasing
-   Poisson rates, ``loadgen`` sends single-image PNG requests of the digits test split to one and
-   then the other for ``--duration-s`` each (open loop, seeded): answered images/s, client-side
-   latency p50/p99, requests refused (429/503), energy per image from ``/metrics``.
+   servers, or with ``--pool local`` the servers as threads of the serving process), one with the
+   random router and one with the PPO router; at each of increasing Poisson rates, ``loadgen``
+   sends single-image PNG requests of the digits test split to one and then the other for
+   ``--duration-s`` each (open loop, seeded): answered images/s, client-side latency p50/p99,
+   requests refused (429/503), energy per image from ``/metrics``.
 2. **Overhead.** The same four segments at full width, one image at a time (closed loop,
    concurrency 1) and at concurrency 16: (a) in-process, a greedy executor on the live backend
    called directly (``SegmentWorker.run_block``, no HTTP, no Ray); (b) through HTTP + the front +
-   Ray actors (``static-widest`` router: full width, least-loaded server). The difference of the
+   the servers (``static-widest`` router: full width, least-loaded server). The difference of the
    per-image latencies is what the serving path adds.
 """
 
@@ -44,9 +46,12 @@ PORT = 8765
 
 
 @contextmanager
-def serve(checkpoint: Path, router: str, folder: Path, port: int = PORT) -> Iterator[str]:
-    """``hetsched slim serve`` in its own process (its own local Ray session, two CPU servers):
-    the load generator must not share a process, and its GIL, with the server it measures."""
+def serve(
+    checkpoint: Path, router: str, folder: Path, pool: str, port: int = PORT
+) -> Iterator[str]:
+    """``hetsched slim serve`` in its own process (two CPU servers, in a local Ray session or as
+    threads of that process): the load generator must not share a process, and its GIL, with the
+    server it measures."""
     config = folder / f"cluster-{Path(router).stem}.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -55,6 +60,7 @@ def serve(checkpoint: Path, router: str, folder: Path, port: int = PORT) -> Iter
                 "servers": [{"name": "cpu0"}, {"name": "cpu1"}],
                 "router": str(Path(router).resolve()) if router.endswith(".pt") else router,
                 "port": port,
+                "pool": pool,
             }
         )
     )
@@ -83,7 +89,7 @@ def sweep(checkpoint: Path, routers: list[str], args: argparse.Namespace, data: 
     rows = []
     with ExitStack() as stack:
         urls = [
-            stack.enter_context(serve(checkpoint, router, args.out.parent, PORT + i))
+            stack.enter_context(serve(checkpoint, router, args.out.parent, args.pool, PORT + i))
             for i, router in enumerate(routers)
         ]
         for rate in [float(r) for r in args.rates.split(",")]:
@@ -144,7 +150,7 @@ async def in_process(checkpoint: Path, images: np.ndarray, concurrency: int) -> 
 
 def over_http(checkpoint: Path, args: argparse.Namespace, data: str) -> list[dict]:
     rows = []
-    with serve(checkpoint, "static-widest", args.out.parent) as url:
+    with serve(checkpoint, "static-widest", args.out.parent, args.pool) as url:
         for concurrency in (1, 16):
             config = LoadgenConfig(
                 url=url, duration_s=args.duration_s, concurrency=concurrency, data=data
@@ -153,7 +159,7 @@ def over_http(checkpoint: Path, args: argparse.Namespace, data: str) -> list[dic
             latency = report.latency_s
             rows.append(
                 {
-                    "path": "HTTP + front + Ray actors",
+                    "path": f"HTTP + front + servers (pool {args.pool})",
                     "concurrency": concurrency,
                     "images_per_s": report.throughput_images_per_s,
                     **{f"{k}_ms": 1e3 * latency[k] for k in ("p50", "p99", "mean")},
@@ -177,20 +183,27 @@ def _summary(path: str, concurrency: int, latencies: list[float], rate: float) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="SlimResNet checkpoint")
-    parser.add_argument("--ppo", type=Path, required=True, help="PPO router for 2 servers")
+    parser.add_argument("--ppo", type=Path, help="PPO router for 2 servers (the sweep's)")
     parser.add_argument("--rates", default="25,50,100,200", help="requests/s, comma-separated")
     parser.add_argument("--duration-s", type=float, default=8.0)
     parser.add_argument("--overhead-images", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/bench.json"))
+    parser.add_argument("--pool", default="ray", choices=("ray", "local"), help="where servers run")
+    parser.add_argument("--parts", default="sweep,overhead", help="which parts to run, commas")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts or not parts <= {"sweep", "overhead"}:
+        parser.error(f"--parts: expected sweep and/or overhead, got {args.parts!r}")
+    if "sweep" in parts and args.ppo is None:
+        parser.error("the sweep needs --ppo")
     torch.set_num_threads(1)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     data = load_checkpoint(args.checkpoint)["config"]["data"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    load = sweep(args.checkpoint, ["random", str(args.ppo)], args, data)
-    overhead = over_http(args.checkpoint, args, data)
+    load = sweep(args.checkpoint, ["random", str(args.ppo)], args, data) if "sweep" in parts else []
+    overhead = over_http(args.checkpoint, args, data) if "overhead" in parts else []
     images = load_dataset(data).test_images[: args.overhead_images].numpy()
-    for concurrency in (1, 16):
+    for concurrency in (1, 16) if "overhead" in parts else ():
         overhead.append(asyncio.run(in_process(args.checkpoint, images, concurrency)))
     for row in overhead:
         print(json.dumps(row), flush=True)
