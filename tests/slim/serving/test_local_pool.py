@@ -40,7 +40,7 @@ def test_the_local_pool_serves_the_models_answers_without_ray(digits, digits_che
         checkpoint=digits_checkpoint,
         servers=(ServerConfig(name="cpu0"), ServerConfig(name="cpu1")),
         pool="local",
-        router="round-robin",  # both servers, every width
+        router="static-widest",  # full width (accuracy is the model's) on the least-loaded server
         executor={"max_batch": 8},
     )
     ray_before = ray.is_initialized()  # another module's session may be open; ours must not be
