@@ -67,7 +67,7 @@ def serve(
     command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
     log = config.with_suffix(".log").open("w")
     process = subprocess.Popen(
-        [*command, "--config", str(config), "--num-cpus", "2"],
+        [*command, "--config", str(config), *(["--num-cpus", "2"] if pool == "ray" else [])],
         env=os.environ | {"RAY_AUTH_MODE": "disabled"},
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -47,9 +47,10 @@ def serve(config: dict, folder: Path, port: int = PORT) -> Iterator[str]:
     path = folder / "cluster-overload.yaml"
     path.write_text(yaml.safe_dump(config | {"port": port}))
     command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
+    ray_pool = config.get("pool", "ray") == "ray"  # a local Ray session of two CPUs
     log = path.with_suffix(".log").open("w")
     process = subprocess.Popen(
-        [*command, "--config", str(path), "--num-cpus", "2"],
+        [*command, "--config", str(path), *(["--num-cpus", "2"] if ray_pool else [])],
         env=os.environ | {"RAY_AUTH_MODE": "disabled"},
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -71,7 +71,8 @@ def launch(
             )
         )
         command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
-        command += ["--config", str(config), "--num-cpus", str(servers)]
+        command += ["--config", str(config)]
+        command += ["--num-cpus", str(servers)] if pool == "ray" else []
     elif stack == "single-process":
         script = Path(__file__).with_name("serving_single_process.py")
         command = [sys.executable, str(script), "--checkpoint", str(checkpoint)]

@@ -126,3 +126,11 @@ def test_serve_refuses_an_unknown_pool(tmp_path: Path):
         typer_app, ["slim", "serve", "--config", str(config), "--pool", "gpu"]
     )
     assert "--pool: expected ray or local" in str(result.exception)
+
+
+def test_serve_refuses_ray_options_with_the_local_pool(tmp_path: Path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text("checkpoint: x.pt\npool: local\n")
+    for option in (["--address", "10.0.0.1:6379"], ["--num-cpus", "2"]):
+        result = CliRunner().invoke(typer_app, ["slim", "serve", "--config", str(config), *option])
+        assert "without Ray" in str(result.exception), result.output

@@ -57,6 +57,11 @@ def serve_command(
     serve_config = serve_config.model_copy(
         update={k: v for k, v in updates.items() if v is not None}
     )
+    if serve_config.pool == "local" and (address is not None or num_cpus is not None):
+        raise ConfigError(
+            "--address and --num-cpus set up Ray; the local pool runs its servers in this"
+            " process without Ray (drop them, or use --pool ray)"
+        )
     console = Console(stderr=True, soft_wrap=True)
     problem = exposure_problem(serve_config)
     if problem is not None and not insecure:
