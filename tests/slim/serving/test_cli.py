@@ -96,6 +96,23 @@ def test_loadgen_needs_exactly_one_of_rate_and_concurrency():
     assert "exactly one of --rate" in str(result.exception)
 
 
+def test_a_server_that_cannot_start_is_one_line_without_a_traceback(tmp_path: Path):
+    not_a_checkpoint = tmp_path / "model.pt"
+    not_a_checkpoint.write_text("not a checkpoint")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"checkpoint: {not_a_checkpoint}\npool: local\nservers: [{{name: a}}]\n")
+    command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
+    result = subprocess.run(
+        [*command, "--config", str(config), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "not a readable checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+
+
 def test_serve_names_a_bad_config_field(tmp_path: Path):
     config = tmp_path / "cluster.yaml"
     config.write_text("checkpoint: x.pt\nservers: [{name: a}, {name: a}]\n")

@@ -23,6 +23,7 @@ from hetsched.slim.serving.app import create_app
 from hetsched.slim.serving.config import AdmissionConfig, ServeConfig, ServerConfig
 from hetsched.slim.serving.http_server import BackgroundServer
 from hetsched.slim.serving.loadgen import holdout_pngs
+from hetsched.slim.serving.polled_pool import ServerStartError
 from hetsched.slim.serving.runtime import ServingRuntime
 
 ray = pytest.importorskip("ray")
@@ -219,6 +220,23 @@ def test_killed_server_loses_nothing_and_rejoins(server, digits, digits_checkpoi
     after = asyncio.run(post_all(url, bodies[:8]))
     servers = {s for r in after for item in r.json()["results"] for s in item["servers"]}
     assert "cpu0" in servers
+
+
+def test_a_failed_start_names_the_server_and_leaves_no_actor_behind(ray_session, digits_checkpoint):
+    # No CPU reserved: both actors are placed beside the module's server.
+    servers = (
+        ServerConfig(name="good", num_cpus=0),
+        ServerConfig(name="bad", num_cpus=0, spec="x"),
+    )
+    runtime = ServingRuntime(ServeConfig(checkpoint=digits_checkpoint, servers=servers))
+    with pytest.raises(ServerStartError, match=r"server 'bad' did not start.*unknown device 'x'"):
+        asyncio.run(runtime.start())
+    assert runtime.pool is not None
+    deadline_s = time.monotonic() + 20  # ray.kill is asynchronous
+    with pytest.raises(ray.exceptions.RayActorError):  # the good server was ended, not leaked
+        while time.monotonic() < deadline_s:
+            asyncio.run(runtime.pool.pid(0))
+            time.sleep(0.2)
 
 
 def test_a_server_asked_to_be_nicer_runs_at_lower_cpu_priority(server):

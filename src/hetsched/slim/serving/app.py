@@ -51,25 +51,20 @@ def is_inference(method: str, path: str) -> bool:
     )
 
 
-def create_app(service: Service, *, manage_runtime: bool = True) -> FastAPI:
-    """The FastAPI app serving ``service``.
-
-    Args:
-        service: The serving system.
-        manage_runtime: Start the service when the app starts and stop it when the app stops.
-    """
+def create_app(service: Service) -> FastAPI:
+    """The FastAPI app serving ``service``: its lifespan starts the service (unless the caller
+    already has: the CLI does, to report start-up errors in one line) and stops it."""
     config = service.config
     decoder = Decoder(config.http.decode_threads)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if manage_runtime:
+        if service.front is None:
             await service.start()
         try:
             yield
         finally:
-            if manage_runtime:
-                await service.stop()
+            await service.stop()
             decoder.close()
 
     app = FastAPI(title="hetsched Slim Scheduler", version="1", lifespan=lifespan)

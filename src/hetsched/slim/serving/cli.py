@@ -77,7 +77,13 @@ def serve_command(
         f" (router {serve_config.router}, {_where(serve_config.pool, address)})",
         highlight=False,
     )
-    serve_forever(create_app(runtime), serve_config.host, serve_config.port, serve_config.http)
+    serve_forever(
+        create_app(runtime),
+        serve_config.host,
+        serve_config.port,
+        serve_config.http,
+        startup=runtime.start,
+    )
 
 
 def loadgen_command(

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvicorn
@@ -67,18 +68,39 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, http: HttpConfig) -> uvic
     )
 
 
-def serve_forever(app: ASGIApp, host: str, port: int, http: HttpConfig) -> None:
+def serve_forever(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    http: HttpConfig,
+    startup: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Serves ``app`` until SIGINT/SIGTERM, then shuts down gracefully (the app's shutdown runs).
+
+    ``startup`` runs on the server's event loop before the socket opens. It is not part of the
+    app's lifespan because starlette reports any exception raised there as a traceback: an
+    operator's mistake (a bad device or checkpoint in the config) should end as the one-line
+    :class:`~hetsched.core.errors.HetschedError` it is, which this function lets through as is.
 
     Raises:
         ServeError: If the server never started (port in use, the app's startup failed).
     """
     server = uvicorn.Server(uvicorn_config(app, host, port, http))
-    # uvicorn re-raises the captured Ctrl-C after its graceful shutdown: that is the normal end.
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
-    if not server.started:
-        raise ServeError(f"the HTTP server on {host}:{port} did not start (see the log above)")
+
+    async def start_then_serve() -> None:
+        if startup is not None:
+            await startup()
+        await server.serve()
+
+    # uvicorn re-raises the captured Ctrl-C after its graceful shutdown: that is the normal end,
+    # and so is a Ctrl-C during start-up.
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner,
+    ):
+        runner.run(start_then_serve())
+        if not server.started:
+            raise ServeError(f"the HTTP server on {host}:{port} did not start (see the log above)")
 
 
 class ServeError(HetschedError):

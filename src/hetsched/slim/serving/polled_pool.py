@@ -111,4 +111,7 @@ class PolledServerPool:
 def cause(error: BaseException) -> str:
     """The innermost message of an error (its ``cause`` when it wraps one, as Ray's do)."""
     inner = getattr(error, "cause", None) or error.__cause__
+    if inner is None and getattr(error, "actor_init_failed", False):
+        # Ray keeps only the text of an actor's failed constructor: the exception is its last line.
+        return str(error).strip().splitlines()[-1].strip()
     return f"{type(inner or error).__name__}: {inner or error}".splitlines()[0]

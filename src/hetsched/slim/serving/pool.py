@@ -45,6 +45,23 @@ def server_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return {key: checkpoint[key] for key in SERVER_KEYS if key in checkpoint}
 
 
+def unplaceable(servers: Sequence[ServerConfig], cluster_resources: dict[str, float]) -> str | None:
+    """Why Ray cannot place the servers' actors on the cluster as it is (None if it can): an
+    actor asking for a GPU the cluster lacks would otherwise wait, unplaced, until the start-up
+    timeout, and the operator would learn only that it timed out."""
+    for resource, needed in (
+        ("GPU", sum(server.num_gpus for server in servers)),
+        ("CPU", sum(server.num_cpus for server in servers)),
+    ):
+        available = cluster_resources.get(resource, 0.0)
+        if needed > available:
+            return (
+                f"the servers reserve {needed:g} {resource}(s) in all and the Ray cluster has"
+                f" {available:g} (a cuda device reserves one GPU; num_cpus sets the CPUs)"
+            )
+    return None
+
+
 class RayServerPool(PolledServerPool):
     """One Ray actor per server, with cached telemetry and up/down state.
 
@@ -90,7 +107,12 @@ class RayServerPool(PolledServerPool):
             try:
                 snapshot = await asyncio.wait_for(_awaitable(actor.snapshot.remote()), timeout_s)
                 spec = await asyncio.wait_for(_awaitable(actor.device_spec.remote()), timeout_s)
-            except (RayActorError, RayTaskError, TimeoutError) as error:
+            except TimeoutError:
+                raise ServerStartError(
+                    f"server {self.names[index]!r} did not start within {timeout_s:g} s (Ray"
+                    " could not place its actor, or its model did not load in time)"
+                ) from None
+            except (RayActorError, RayTaskError) as error:
                 raise ServerStartError(
                     f"server {self.names[index]!r} did not start: {cause(error)}"
                 ) from None

@@ -35,7 +35,7 @@ from hetsched.slim.serving.front import Front
 from hetsched.slim.serving.images import InputSpec
 from hetsched.slim.serving.local_pool import LocalServerPool
 from hetsched.slim.serving.metrics import ServingMetrics
-from hetsched.slim.serving.pool import RayServerPool
+from hetsched.slim.serving.pool import RayServerPool, unplaceable
 from hetsched.slim.sim.device_predictions import device_completion_model
 
 LOG = logging.getLogger(__name__)
@@ -130,6 +130,13 @@ class ServingRuntime:
             ConfigError: For bad executor knobs or a router that does not fit the servers.
             ServerStartError: If a server actor cannot start.
         """
+        try:
+            await self._bring_up()
+        except BaseException:
+            await self.stop()  # a failed start leaves no actor, thread or Ray session behind
+            raise
+
+    async def _bring_up(self) -> None:
         self.event_loop = asyncio.get_running_loop()
         config = self.config
         checkpoint = load_checkpoint(config.checkpoint)
@@ -146,6 +153,9 @@ class ServingRuntime:
             self._join_ray()
             servers = config.servers or default_servers(int(ray.cluster_resources().get("GPU", 0)))
             router = build_router(config, len(servers))
+            problem = unplaceable(servers, ray.cluster_resources())
+            if problem is not None:
+                raise ConfigError(problem)
             pool = RayServerPool(servers, checkpoint, executor, config.telemetry_interval_s)
         self.pool = pool
         await pool.start()

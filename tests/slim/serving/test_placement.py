@@ -1,0 +1,28 @@
+"""The Ray pool's placement check: servers that the cluster cannot hold fail at once, by name."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ray")
+
+from hetsched.slim.serving.config import ServerConfig
+from hetsched.slim.serving.pool import unplaceable
+
+
+def test_servers_that_fit_the_cluster_are_placeable():
+    servers = [ServerConfig(name="a"), ServerConfig(name="b", device="cuda", num_cpus=0.5)]
+    assert unplaceable(servers, {"CPU": 2.0, "GPU": 1.0}) is None
+
+
+@pytest.mark.parametrize(
+    ("servers", "resources", "message"),
+    [
+        ([ServerConfig(name="a", device="cuda:0")], {"CPU": 16.0}, "1 GPU(s) in all and the Ray"),
+        ([ServerConfig(name="a"), ServerConfig(name="b")], {"CPU": 1.0}, "2 CPU(s) in all and the"),
+        ([ServerConfig(name="a", num_cpus=1.5)], {"CPU": 1.0, "GPU": 8.0}, "1.5 CPU(s)"),
+    ],
+)  # fmt: skip
+def test_servers_beyond_the_cluster_are_named_with_what_is_missing(servers, resources, message):
+    problem = unplaceable(servers, resources)
+    assert problem is not None and message in problem
