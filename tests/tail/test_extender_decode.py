@@ -1,12 +1,12 @@
-"""The msgspec decoder of ExtenderArgs against the pydantic models it replaced.
+"""The msgspec decoder of ExtenderArgs against strict pydantic models of the same wire types.
 
-``Previous*`` below are the strict pydantic wire types the extender parsed requests with before
-(every field the extender reads declared, the rest ignored). For generated bodies, full Node
-objects with odd-but-valid fields and junk alike, the decoder must accept exactly what they
-accepted, read the same values, and the extender must answer the same (prioritize and filter) from
-either. Out of the comparison: bodies that are not strict JSON (NaN, invalid UTF-8) and numbers
-beyond a double in a field the extender reads, which the pydantic JSON parser let through in
-places and which are now always a 400.
+``Reference*`` below are written with pydantic, as the extender parsed requests before msgspec
+(every field the extender reads declared, the rest ignored: of a Node, its name, clock label and
+allocatable/capacity cpu). For generated bodies, full Node objects with odd-but-valid fields and
+junk alike, the decoder must accept exactly what they accept, read the same values, and the
+extender must answer the same (prioritize and filter) from either. Out of the comparison: bodies
+that are not strict JSON (NaN, invalid UTF-8) and numbers beyond a double in a field the extender
+reads, which the pydantic JSON parser lets through in places and which are always a 400.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from hetsched.tail.scoring import P90Scorer
 from hetsched.tail.telemetry import NodeTelemetry
 from tests.tail.test_extender import CpuBoundRegressor
 
+FREQ = "hetsched.io/cpu-freq-ghz"
 READ = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
-class PreviousMeta(BaseModel):
+class ReferenceMeta(BaseModel):
     model_config = READ
     name: str = ""
     namespace: str = ""
@@ -40,43 +41,58 @@ class PreviousMeta(BaseModel):
     annotations: dict[str, str] | None = None
 
 
-class PreviousNamedMeta(PreviousMeta):
+class ReferenceNodeLabels(BaseModel):
+    model_config = READ
+    cpu_freq_ghz: str | None = Field(None, alias=FREQ)
+
+
+class ReferenceNodeMeta(BaseModel):
+    model_config = READ
     name: str = Field(min_length=1)
+    labels: ReferenceNodeLabels | None = None
 
 
-class PreviousPod(BaseModel):
+class ReferencePod(BaseModel):
     model_config = READ
-    metadata: PreviousMeta = PreviousMeta()
+    metadata: ReferenceMeta = ReferenceMeta()
 
 
-class PreviousStatus(BaseModel):
+class ReferenceResources(BaseModel):
     model_config = READ
-    allocatable: dict[str, str | int | float] | None = None
-    capacity: dict[str, str | int | float] | None = None
+    cpu: str | int | float | None = None
+
+
+class ReferenceStatus(BaseModel):
+    model_config = READ
+    allocatable: ReferenceResources | None = None
+    capacity: ReferenceResources | None = None
 
     def cpu(self) -> str | int | float | None:
-        return (self.allocatable or self.capacity or {}).get("cpu")
+        for resources in (self.allocatable, self.capacity):
+            if resources is not None and resources.cpu is not None:
+                return resources.cpu
+        return None
 
 
-class PreviousNode(BaseModel):
+class ReferenceNode(BaseModel):
     model_config = READ
-    metadata: PreviousNamedMeta
-    status: PreviousStatus | None = None
+    metadata: ReferenceNodeMeta
+    status: ReferenceStatus | None = None
 
 
-class PreviousNodeList(BaseModel):
+class ReferenceNodeList(BaseModel):
     model_config = READ
-    items: list[PreviousNode]
+    items: list[ReferenceNode]
 
 
-class PreviousArgs(BaseModel):
+class ReferenceArgs(BaseModel):
     model_config = READ
-    Pod: PreviousPod
-    Nodes: PreviousNodeList | None = None
+    Pod: ReferencePod
+    Nodes: ReferenceNodeList | None = None
     NodeNames: list[str] | None = None
 
     @model_validator(mode="after")
-    def _one_node_form(self) -> PreviousArgs:
+    def _one_node_form(self) -> ReferenceArgs:
         if self.Nodes is None and self.NodeNames is None:
             raise ValueError("ExtenderArgs needs 'Nodes' (a NodeList) or 'NodeNames'")
         return self
@@ -90,9 +106,9 @@ class PreviousArgs(BaseModel):
         return self.Pod.metadata.annotations or {}
 
 
-def previous(body: bytes) -> PreviousArgs | None:
+def reference(body: bytes) -> ReferenceArgs | None:
     try:
-        return PreviousArgs.model_validate_json(body)
+        return ReferenceArgs.model_validate_json(body)
     except ValidationError:
         return None
 
@@ -108,14 +124,21 @@ def meta_view(meta) -> tuple:
     return (meta.name, meta.namespace, meta.labels, meta.annotations)
 
 
+def resources_view(resources) -> tuple | None:
+    return None if resources is None else (type(resources.cpu), resources.cpu)
+
+
 def view(args) -> tuple:
     """Every value the extender can read from a request, with its Python type."""
     nodes = None
     if args.Nodes is not None:
         nodes = [
             (
-                meta_view(n.metadata),
-                None if n.status is None else (n.status.allocatable, n.status.capacity),
+                n.metadata.name,
+                None if n.metadata.labels is None else n.metadata.labels.cpu_freq_ghz,
+                None
+                if n.status is None
+                else (resources_view(n.status.allocatable), resources_view(n.status.capacity)),
                 None if n.status is None else (type(n.status.cpu()), n.status.cpu()),
             )
             for n in args.Nodes.items
@@ -124,7 +147,6 @@ def view(args) -> tuple:
 
 
 NAMES = [f"node{i}" for i in range(6)]
-FREQ = "hetsched.io/cpu-freq-ghz"
 quantities = st.sampled_from(
     ["500m", "1.5", "2", "2k", "64Gi", "12000m", "1e3", "0", "-1", "abc", "", 4, 1.5, 0, -2, 10**30]
 )
@@ -198,7 +220,7 @@ def answers(extender: Extender, parsed, items: list | None) -> tuple:
 
 def assert_same(extender: Extender, body: bytes) -> bool:
     """The decoder and the previous models agree on ``body``; whether it was accepted."""
-    before, after = previous(body), current(body)
+    before, after = reference(body), current(body)
     assert (before is None) == (after is None), body[:300]
     if after is None:
         return False
@@ -253,7 +275,8 @@ def test_large_generated_node_lists_answer_the_same(extender, seed):
         (b'{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": 7}}]}}', "items[0].metadata.name"),
         (b'{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": ""}}]}}', "length >= 1"),
         (
-            b'{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "a", "labels": {"x": 1}}}]}}',
+            b'{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "a", "labels":'
+            b' {"hetsched.io/cpu-freq-ghz": 1}}}]}}',
             "metadata.labels",
         ),
         (

@@ -32,9 +32,10 @@ from hetsched.core.errors import HetschedError
 from hetsched.tail.catalog import ModelCatalog
 from hetsched.tail.extender_api import (
     ExtenderArgs,
-    NamedMeta,
     Node,
     NodeList,
+    NodeMeta,
+    NodeResources,
     NodeStatus,
     ObjectMeta,
     Pod,
@@ -43,7 +44,6 @@ from hetsched.tail.flops import ModelFeatures
 from hetsched.tail.models import MODEL_ANNOTATION, UnknownModelError, features_for_annotations
 from hetsched.tail.scoring import (
     EXTENDER_WEIGHT,
-    FREQ_LABEL,
     NEUTRAL_SCORE,
     SLO_ANNOTATION,
     P90Scorer,
@@ -147,11 +147,12 @@ class Extender:
         if cpu is None:
             return "no_capacity"
         labels = node.metadata.labels
-        key = (type(cpu), cpu, labels.get(FREQ_LABEL) if labels else None)
+        freq = labels.cpu_freq_ghz if labels is not None else None
+        key = (type(cpu), cpu, freq)
         shape = self._idle_keys.get(key)
         if shape is None:
             try:
-                idle = idle_capacity("", cpu, labels)
+                idle = idle_capacity("", cpu, labels.as_map() if labels is not None else None)
                 shape = len(self._idle_rows)
                 self._idle_rows.append((idle.cores, idle.freq_ghz, idle.cores, idle.freq_ghz))
             except HetschedError:
@@ -277,8 +278,8 @@ def warm_up_args(key: str) -> ExtenderArgs:
         Nodes=NodeList(
             items=[
                 Node(
-                    metadata=NamedMeta(name="warm-up"),
-                    status=NodeStatus(allocatable={"cpu": "1"}),
+                    metadata=NodeMeta(name="warm-up"),
+                    status=NodeStatus(allocatable=NodeResources(cpu="1")),
                 )
             ]
         ),
