@@ -140,6 +140,46 @@ def test_form_options_and_unknown_form_fields(client):
     assert unknown.status_code == 400 and "'width'" in unknown.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("files", "data", "status", "reason", "words"),
+    [
+        ([("image", ("a.png", b"x" * 20_001, "image/png"))], {}, 413, "image_too_large", "20001"),
+        ([("image", ("a.png", png(8), "image/png"))] * 65, {}, 413, "too_many_images", "64"),
+        ([("photo", ("a.png", png(8), "image/png"))], {}, 400, "bad_multipart", "'photo'"),
+        ([("image", ("a.png", png(8), "image/png"))], {"image": "x"}, 400, "bad_multipart", "text"),
+        ([("image", ("a.gif", png(8), "image/gif"))], {}, 415, "unsupported_image_type", "gif"),
+        ([("image", ("a.png", b"not a png", "image/png"))], {}, 400, "bad_image", "image 0"),
+    ],
+)
+def test_multipart_parts_beyond_the_limits_or_names_are_refused(
+    client, files, data, status, reason, words
+):
+    response = client.post("/v1/classify", files=files, data=data)
+    assert response.status_code == status, response.text
+    assert response.json()["reason"] == reason and words in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"--b\r\nContent-Disposition: form-data; name=image; filename=a.png\r\n\r\nabc",
+        b"no boundary anywhere",
+        b"--b\r\n" + b"X-Header: y\r\n" * 50 + b"\r\nabc\r\n--b--\r\n",
+    ],
+)
+def test_malformed_multipart_framing_is_400(client, body):
+    headers = {"Content-Type": "multipart/form-data; boundary=b"}
+    response = client.post("/v1/classify", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.json()["reason"] in ("bad_multipart", "no_images")
+
+
+def test_a_multipart_content_type_without_a_boundary_is_400(client):
+    headers = {"Content-Type": "multipart/form-data"}
+    response = client.post("/v1/classify", content=b"--b--", headers=headers)
+    assert response.status_code == 400 and response.json()["reason"] == "bad_multipart"
+
+
 def test_unknown_paths_and_methods_use_the_error_body(client):
     missing = client.get("/nope")
     assert missing.status_code == 404 and missing.json()["reason"] == "not_found"
