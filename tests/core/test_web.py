@@ -205,6 +205,22 @@ def test_config_checks_and_the_exposure_warning(tmp_path):
         ServiceConfig(tls_certfile=tmp_path / "c.pem", tls_keyfile=tmp_path / "k.pem")
     with pytest.raises(HetschedError, match="positive"):
         ServiceConfig(body_timeout_s=0)
+    for port in (-1, 65536, 99999):
+        with pytest.raises(HetschedError, match=f"port {port} is not in 0-65535"):
+            ServiceConfig(port=port)
+
+
+def test_tls_files_that_do_not_load_are_a_one_line_error(tmp_path):
+    cert, key, _ = issue(tmp_path, "server")
+    other_cert, other_key, _ = issue(tmp_path, "other")
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate")
+    for tls in ((garbage, garbage), (cert, other_key), (key, cert)):
+        with pytest.raises(HetschedError, match="not a PEM certificate and its unencrypted"):
+            ServiceConfig(tls_certfile=tls[0], tls_keyfile=tls[1])
+    with pytest.raises(HetschedError, match="not a PEM CA bundle"):
+        ServiceConfig(tls_certfile=cert, tls_keyfile=key, tls_client_ca=garbage)
+    assert ServiceConfig(tls_certfile=other_cert, tls_keyfile=other_key).scheme == "https"
 
 
 def issue(tmp_path: Path, name: str, issuer: tuple | None = None) -> tuple[Path, Path, tuple]:

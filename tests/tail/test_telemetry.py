@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import Request
 
-from hetsched.core.errors import DataError, HetschedError
+from hetsched.core.errors import ConfigError, DataError, HetschedError
 from hetsched.core.web import ServiceConfig, create_service_app
 from hetsched.core.web_server import ServiceServer
 from hetsched.tail.catalog import default_catalog
@@ -173,3 +173,11 @@ def test_extender_refreshes_in_the_background_and_goes_neutral_when_stale(promet
         assert "hetsched_extender_telemetry_refresh_failures_total" in metrics
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://prometheus:9090", "prometheus:9090", "http://"]
+)
+def test_a_prometheus_url_that_is_not_http_is_refused_at_once(url):
+    with pytest.raises(ConfigError, match="not an http"):
+        PrometheusNodeSource(url)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import ssl
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager
@@ -119,12 +120,37 @@ class ServiceConfig:
         for path in (self.tls_certfile, self.tls_keyfile, self.tls_client_ca):
             if path is not None and not Path(path).is_file():
                 raise HetschedError(f"TLS file not found: {path}")
+        if not 0 <= self.port <= 65535:
+            raise HetschedError(f"port {self.port} is not in 0-65535")
+        self._check_tls_files()
         if self.token is not None and not self.token.strip():
             raise HetschedError("the bearer token is empty")
         limits = (self.max_body_bytes, self.max_header_bytes)
         timeouts = (self.header_timeout_s, self.body_timeout_s, self.keep_alive_s)
         if min(limits) <= 0 or min(timeouts) <= 0:
             raise HetschedError("body/header limits and timeouts must be positive")
+
+    def _check_tls_files(self) -> None:
+        """Loads the TLS files once here, so a wrong file is a one-line error at start-up rather
+        than a traceback from inside the server (or a password prompt: no key may be
+        encrypted, as there is no option to give its password)."""
+        if self.tls_certfile is None or self.tls_keyfile is None:
+            return
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(self.tls_certfile, self.tls_keyfile, password=lambda: b"")
+        except ssl.SSLError as error:
+            raise HetschedError(
+                f"TLS: {self.tls_certfile} and {self.tls_keyfile} are not a PEM certificate and"
+                f" its unencrypted private key ({error.reason or error})"
+            ) from None
+        if self.tls_client_ca is not None:
+            try:
+                context.load_verify_locations(self.tls_client_ca)
+            except ssl.SSLError as error:
+                raise HetschedError(
+                    f"TLS: {self.tls_client_ca} is not a PEM CA bundle ({error.reason or error})"
+                ) from None
 
     @property
     def scheme(self) -> str:

@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 
 from hetsched.core.errors import DataError, HetschedError
+from hetsched.core.urls import check_http_url
 from hetsched.tail.node_features import NodeCapacity, capacity_from_node_exporter
 from hetsched.tail.scoring import DEFAULT_FREQ_GHZ
 
@@ -163,6 +164,9 @@ class PrometheusNodeSource:
     window: str = "30s"
     default_freq_ghz: float = DEFAULT_FREQ_GHZ
     timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        check_http_url(self.base_url, "Prometheus URL")
 
     def _query(self, client: httpx.Client, expr: str) -> list[dict]:
         try:

@@ -41,6 +41,7 @@ from PIL import Image
 from hetsched.core.errors import ConfigError
 from hetsched.core.metrics import summarize
 from hetsched.core.seeding import make_rng
+from hetsched.core.urls import check_http_url
 from hetsched.slim.model.data import load_dataset
 from hetsched.slim.serving.http_client import HttpClient, ProtocolError, encode_request
 from hetsched.slim.sim.workload import arrival_times_s
@@ -164,9 +165,7 @@ def wait_ready(
             ``file:`` and other schemes, which a readiness probe must never do).
         TimeoutError: If the server is not ready within ``timeout_s`` or stopped being alive.
     """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--url: {url!r} is not an http(s) URL with a host")
+    check_http_url(url, "--url")
     deadline_s = time.monotonic() + timeout_s
     while time.monotonic() < deadline_s and is_alive():
         try:
