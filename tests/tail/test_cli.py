@@ -94,6 +94,9 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
     assert all(r["splits"] == 2 for r in over)
     assert all(r["rmsle_min"] <= r["rmsle_mean"] <= r["rmsle_max"] for r in over)
     assert "repeat spread: RMSLE floor" in result.output  # the cell columns survived `dataset`
+    assert "trained on nodes with CPU_eff" in " ".join(result.output.split())
+    node_range = json.loads((repo / "v0001" / "report.json").read_text())["node_range"]
+    assert set(node_range) == {"cpu_eff", "freq_eff_ghz"}
     result = invoke("retrain", "--repo", str(repo), "--data", str(synthetic))
     assert (
         result.exit_code == 0

@@ -193,6 +193,14 @@ def _train(data: Path, repo: Path, seed: int, splits: int = 1) -> dict:
         f"RMSE {report['tuned']['rmse_ms']:.3f} ms, RMSLE {report['tuned']['rmsle']:.4f}"
         f" → saved {repo}/{report['version']}"
     )
+    cpu_low, cpu_high = report["node_range"]["cpu_eff"]
+    freq_low, freq_high = report["node_range"]["freq_eff_ghz"]
+    console.print(
+        f"trained on nodes with CPU_eff {cpu_low:.2f}-{cpu_high:.2f} cores and FREQ_eff"
+        f" {freq_low:.2f}-{freq_high:.2f} GHz: a node outside gets the prediction at the edge"
+        " (no extrapolation), so nodes larger than the grid tie; measure a grid that covers"
+        " the cluster's node sizes"
+    )
     (repo / f"{report['version']}" / "report.json").write_text(
         json.dumps(report, indent=2, default=str)
     )

@@ -83,6 +83,8 @@ GRIDS = {
 # Names the target so a repository version trained on another one is refused, not misread.
 TARGET_TRANSFORM = "log(p90_ms / gflops)"
 MIB_BYTES = 2**20
+# The node-side inputs (eq. 8); the others describe the model.
+NODE_FEATURES = ("cpu_eff", "freq_eff_ghz")
 
 
 def feature_matrix(rows: list[dict]) -> np.ndarray:
@@ -116,21 +118,51 @@ def rmsle(y: np.ndarray, pred: np.ndarray) -> float:
 
 @dataclass
 class FittedRegressor:
-    """A fitted estimator on log1p(P90), plus what it was trained on."""
+    """A fitted estimator on log(P90 per GFLOP), plus what it was trained on.
+
+    ``input_range`` keeps, per input column (:func:`feature_matrix` order), the smallest and
+    largest value of the training rows; predictions clamp their inputs to it. A regressor never
+    extrapolates then: a node with more cores (or a model with more FLOPs per weight byte) than
+    any training row gets the prediction of the training grid's edge, times its own GFLOPs. Without
+    the clamp an MLP trained on nodes of one and two cores ranked a one-core node above an
+    eight-core one (benchmarks/RESULTS.md, "a regressor never extrapolates").
+    """
 
     name: str
     estimator: Any
     features: tuple[str, ...] = FEATURES
+    input_range: np.ndarray | None = None
+    """2 x columns: lows, then highs; None for a version saved before ranges were kept."""
 
     def predict_p90_s(self, rows: list[dict]) -> np.ndarray:
         """P90 (s) per row: the learned time per GFLOP times the row's GFLOPs."""
-        per_gflop = self.estimator.predict(feature_matrix(rows))
+        x = feature_matrix(rows)
+        if self.input_range is not None:
+            x = np.clip(x, self.input_range[0], self.input_range[1])
+        per_gflop = self.estimator.predict(x)
         return np.exp(per_gflop + _log_gflops(rows)) / 1e3
 
     def fit(self, rows: list[dict]) -> FittedRegressor:
         """Fits the estimator on rows holding :data:`FEATURES` and the target; returns self."""
-        self.estimator.fit(feature_matrix(rows), log_target(rows))
+        x = feature_matrix(rows)
+        self.estimator.fit(x, log_target(rows))
+        self.input_range = column_range(x)
         return self
+
+    def node_range(self) -> dict[str, tuple[float, float]] | None:
+        """The trained range of the node inputs (eq. 8's CPU_eff and FREQ_eff), for operators."""
+        if self.input_range is None:
+            return None
+        return {
+            name: (float(self.input_range[0, i]), float(self.input_range[1, i]))
+            for i, name in enumerate(FEATURES)
+            if name in NODE_FEATURES
+        }
+
+
+def column_range(x: np.ndarray) -> np.ndarray:
+    """Per column of ``x``, its smallest and largest value (2 x columns)."""
+    return np.array([x.min(axis=0), x.max(axis=0)])
 
 
 def _split(rows: list[dict], seed: int, test_fraction: float):
@@ -198,8 +230,9 @@ def grid_search(name: str, rows: list[dict], seed: int = 0, test_fraction: float
         scoring="neg_root_mean_squared_error",
         n_jobs=1,
     )
-    search.fit(feature_matrix(train), log_target(train))
-    fitted = FittedRegressor(name, search.best_estimator_)
+    x_train = feature_matrix(train)
+    search.fit(x_train, log_target(train))
+    fitted = FittedRegressor(name, search.best_estimator_, input_range=column_range(x_train))
     y_test_ms = np.array([r[TARGET] for r in test]) * 1e3
     pred_ms = fitted.predict_p90_s(test) * 1e3
     # Refit the tuned configuration on every row for deployment.
@@ -249,6 +282,7 @@ class ModelRepository:
             "features": list(fitted.features),
             "target": TARGET,
             "target_transform": TARGET_TRANSFORM,
+            "input_range": None if fitted.input_range is None else fitted.input_range.tolist(),
             "metrics": metrics,
             "data_fingerprint": fingerprint,
             "created_s": time.time(),
@@ -297,7 +331,33 @@ class ModelRepository:
                 path=str(folder),
             )
         estimator = from_document(document, str(model_file))
-        return FittedRegressor(str(meta.get("regressor", document["kind"])), estimator), meta
+        name = str(meta.get("regressor", document["kind"]))
+        input_range = _input_range(meta.get("input_range"), version, folder)
+        return FittedRegressor(name, estimator, input_range=input_range), meta
+
+
+def _input_range(value: Any, version: str, folder: Path) -> np.ndarray | None:
+    """A saved version's input range, checked (2 x columns of finite numbers, lows <= highs);
+    None for a version saved before ranges were kept (its predictions are not clamped).
+
+    Raises:
+        DataError: For anything else.
+    """
+    if value is None:
+        return None
+    columns = len(FEATURES) + 1
+    try:
+        bounds = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        bounds = np.empty(0)
+    well_formed = bounds.shape == (2, columns) and bool(np.isfinite(bounds).all())
+    if not well_formed or bool((bounds[0] > bounds[1]).any()):
+        raise DataError(
+            f"{version}: input_range in meta.json must be two lists of {columns} finite numbers,"
+            " lows then highs",
+            path=str(folder),
+        )
+    return bounds
 
 
 def train_and_save(rows: list[dict], repo: ModelRepository, seed: int = 0) -> dict:
@@ -317,4 +377,5 @@ def train_and_save(rows: list[dict], repo: ModelRepository, seed: int = 0) -> di
         "tuned": tuned["metrics"],
         "best_params": tuned["best_params"],
         "version": version,
+        "node_range": tuned["fitted"].node_range(),
     }
