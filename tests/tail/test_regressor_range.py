@@ -60,7 +60,7 @@ def test_the_model_size_still_scales_a_clamped_prediction():
     assert beyond == pytest.approx(4 * edge, rel=1e-9)
 
 
-def test_repository_keeps_the_range_and_checks_it(tmp_path):
+def test_repository_keeps_the_range_and_checks_it(tmp_path, caplog):
     rows = small_node_rows()
     fitted = FittedRegressor("xgboost", REGRESSORS.create("xgboost", seed=0)).fit(rows)
     repo = ModelRepository(tmp_path / "models")
@@ -86,4 +86,6 @@ def test_repository_keeps_the_range_and_checks_it(tmp_path):
             repo.load()
     # A version saved before ranges were kept loads, unclamped.
     meta_path.write_text(json.dumps({k: v for k, v in meta.items() if k != "input_range"}))
-    assert repo.load()[0].input_range is None
+    with caplog.at_level("WARNING", logger="hetsched.tail.regressors"):
+        assert repo.load()[0].input_range is None
+    assert "no input range" in caplog.text and version in caplog.text

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 from operator import itemgetter
@@ -34,6 +35,7 @@ from hetsched.tail.dataset import FEATURES, TARGET
 from hetsched.tail.portable_regressors import from_document, to_document
 
 REGRESSORS: Registry = Registry("regressor")
+LOG = logging.getLogger(__name__)
 
 
 @REGRESSORS.register("random_forest")
@@ -122,8 +124,8 @@ class FittedRegressor:
 
     ``input_range`` keeps, per input column (:func:`feature_matrix` order), the smallest and
     largest value of the training rows; predictions clamp their inputs to it. A regressor never
-    extrapolates then: a node with more cores (or a model with more FLOPs per weight byte) than
-    any training row gets the prediction of the training grid's edge, times its own GFLOPs. Without
+    extrapolates then: a node with more cores than any training row gets the prediction at the
+    grid's edge, and a model beyond the grid the edge's time per GFLOP times its own GFLOPs. Without
     the clamp an MLP trained on nodes of one and two cores ranked a one-core node above an
     eight-core one (benchmarks/RESULTS.md, "a regressor never extrapolates").
     """
@@ -344,6 +346,12 @@ def _input_range(value: Any, version: str, folder: Path) -> np.ndarray | None:
         DataError: For anything else.
     """
     if value is None:
+        LOG.warning(
+            "model %s has no input range (saved before ranges were kept): its predictions are not"
+            " clamped to the training grid and may rank nodes beyond it wrongly; train it again"
+            " (`hetsched tail train` or `retrain`)",
+            version,
+        )
         return None
     columns = len(FEATURES) + 1
     try:
