@@ -1,4 +1,5 @@
-"""The Ray pool's placement check: servers that the cluster cannot hold fail at once, by name."""
+"""The Ray pool's placement check (servers that the cluster cannot hold fail at once, by name)
+and each actor's runtime environment."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 pytest.importorskip("ray")
 
 from hetsched.slim.serving.config import ServerConfig
-from hetsched.slim.serving.pool import unplaceable
+from hetsched.slim.serving.pool import actor_environment, unplaceable
 
 
 def test_servers_that_fit_the_cluster_are_placeable():
@@ -26,3 +27,16 @@ def test_servers_that_fit_the_cluster_are_placeable():
 def test_servers_beyond_the_cluster_are_named_with_what_is_missing(servers, resources, message):
     problem = unplaceable(servers, resources)
     assert problem is not None and message in problem
+
+
+@pytest.mark.parametrize(
+    ("capacity", "environment"),
+    [
+        (256, {"env_vars": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"}}),
+        (0, {"env_vars": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}}),
+        (None, None),  # the job's environment, oneDNN's own default
+    ],
+)
+def test_an_actor_gets_its_onednn_cache_cap_as_an_environment_variable(capacity, environment):
+    assert actor_environment(ServerConfig(name="a", onednn_cache_capacity=capacity)) == environment
+    assert ServerConfig(name="a").onednn_cache_capacity == 256

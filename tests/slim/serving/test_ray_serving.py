@@ -38,7 +38,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def server(ray_session, digits_checkpoint: Path):
     config = ServeConfig(
         checkpoint=digits_checkpoint,
-        servers=(ServerConfig(name="cpu0"), ServerConfig(name="cpu1", nice=5)),
+        servers=(
+            ServerConfig(name="cpu0"),
+            ServerConfig(name="cpu1", nice=5, onednn_cache_capacity=None),
+        ),
         router="static-widest",  # widest width on the least-loaded server: both servers work
         executor={"max_batch": 8, "idle_unload_s": 0.5},
         admission=AdmissionConfig(max_images_in_system=512, max_image_bytes=20_000),
@@ -248,6 +251,18 @@ def test_a_server_asked_to_be_nicer_runs_at_lower_cpu_priority(server):
     ]
     niceness = [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids]
     assert niceness[1] == min(19, niceness[0] + 5)
+
+
+def test_the_onednn_cache_cap_is_in_the_actors_environment(server):
+    _, runtime = server
+    pool = runtime.pool
+    variables = []
+    for index in (0, 1):
+        pid = asyncio.run_coroutine_threadsafe(pool.pid(index), runtime.event_loop).result(30)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        variables.append([v for v in environ if v.startswith(b"ONEDNN_PRIMITIVE_CACHE_CAPACITY=")])
+    assert variables[0] == [b"ONEDNN_PRIMITIVE_CACHE_CAPACITY=256"]  # the default cap
+    assert variables[1] == []  # None: oneDNN's own default
 
 
 def test_a_standard_oip_client_gets_the_models_top1(server, digits, digits_checkpoint):

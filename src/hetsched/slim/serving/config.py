@@ -30,6 +30,14 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     """CPU niceness the actor's process adds to itself (``os.nice``; only lowering its priority,
     which needs no privilege). Where servers share cores with the front, a positive value lets
     the front's admission answer (and refuse) promptly while the servers are saturated."""
+    onednn_cache_capacity: int | None = Field(256, ge=0)
+    """oneDNN primitive cache entries in the actor's process (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``,
+    set when Ray starts it; None: oneDNN's own default, 1,024). Torch's CPU convolutions keep one
+    primitive per new input shape (segment, width, previous width, batch size), so the actor's
+    memory grows for as long as rare shapes keep arriving; 256 bounds that growth for about 5 %
+    of capacity, 0 turns the cache off for about 11 % (benchmarks/RESULTS.md, "oneDNN's primitive
+    cache capped"). Ray actors only: ``pool: local`` servers share the front's process, whose
+    environment sets it."""
 
     @property
     def num_gpus(self) -> float:

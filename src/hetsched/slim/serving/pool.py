@@ -45,6 +45,15 @@ def server_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return {key: checkpoint[key] for key in SERVER_KEYS if key in checkpoint}
 
 
+def actor_environment(server: ServerConfig) -> dict[str, Any] | None:
+    """The Ray runtime environment of ``server``'s actor (merged by Ray with the job's): its
+    process's environment variables, set before torch runs anything, which the actor setting
+    ``os.environ`` itself would not guarantee. None: the job's as it is."""
+    if server.onednn_cache_capacity is None:
+        return None
+    return {"env_vars": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(server.onednn_cache_capacity)}}
+
+
 def unplaceable(servers: Sequence[ServerConfig], cluster_resources: dict[str, float]) -> str | None:
     """Why Ray cannot place the servers' actors on the cluster as it is (None if it can): an
     actor asking for a GPU the cluster lacks would otherwise wait, unplaced, until the start-up
@@ -85,7 +94,9 @@ class RayServerPool(PolledServerPool):
         self._checkpoint_ref = ray.put(server_payload(checkpoint))
         self._actors = [
             ServerActor.options(  # type: ignore[attr-defined]  # ray.remote adds options()
-                num_cpus=server.num_cpus, num_gpus=server.num_gpus
+                num_cpus=server.num_cpus,
+                num_gpus=server.num_gpus,
+                runtime_env=actor_environment(server),
             ).remote(
                 server.name,
                 self._checkpoint_ref,
