@@ -128,14 +128,13 @@ def test_serve_refuses_a_niceness_that_would_raise_priority_or_is_out_of_range(t
     assert "servers.0.nice" in str(result.exception)
 
 
+@pytest.mark.parametrize("field", ["onednn_cache_capacity", "torch_lru_cache_capacity"])
 @pytest.mark.parametrize("capacity", ["-1", "2.5", "lots"])
-def test_serve_refuses_a_bad_onednn_cache_capacity(tmp_path, capacity):
+def test_serve_refuses_a_bad_convolution_cache_capacity(tmp_path, field, capacity):
     config = tmp_path / "cluster.yaml"
-    config.write_text(
-        f"checkpoint: x.pt\nservers: [{{name: a, onednn_cache_capacity: {capacity}}}]\n"
-    )
+    config.write_text(f"checkpoint: x.pt\nservers: [{{name: a, {field}: {capacity}}}]\n")
     result = runner.invoke(typer_app, ["slim", "serve", "--config", str(config)])
-    assert "servers.0.onednn_cache_capacity" in str(result.exception)
+    assert f"servers.0.{field}" in str(result.exception)
 
 
 def test_serve_refuses_a_network_address_without_a_token(tmp_path: Path):

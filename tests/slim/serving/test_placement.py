@@ -30,13 +30,24 @@ def test_servers_beyond_the_cluster_are_named_with_what_is_missing(servers, reso
 
 
 @pytest.mark.parametrize(
-    ("capacity", "environment"),
+    ("onednn", "torch_lru", "variables"),
     [
-        (256, {"env_vars": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256"}}),
-        (0, {"env_vars": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}}),
-        (None, None),  # the job's environment, oneDNN's own default
+        (256, 64, {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256", "LRU_CACHE_CAPACITY": "64"}),
+        (0, None, {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"}),
+        (None, 8, {"LRU_CACHE_CAPACITY": "8"}),
     ],
 )
-def test_an_actor_gets_its_onednn_cache_cap_as_an_environment_variable(capacity, environment):
-    assert actor_environment(ServerConfig(name="a", onednn_cache_capacity=capacity)) == environment
-    assert ServerConfig(name="a").onednn_cache_capacity == 256
+def test_an_actor_gets_its_convolution_cache_caps_as_environment_variables(
+    onednn, torch_lru, variables
+):
+    server = ServerConfig(
+        name="a", onednn_cache_capacity=onednn, torch_lru_cache_capacity=torch_lru
+    )
+    assert actor_environment(server) == {"env_vars": variables}
+
+
+def test_without_caps_an_actor_keeps_the_jobs_environment():
+    server = ServerConfig(name="a", onednn_cache_capacity=None, torch_lru_cache_capacity=None)
+    assert actor_environment(server) is None
+    defaults = ServerConfig(name="a")
+    assert (defaults.onednn_cache_capacity, defaults.torch_lru_cache_capacity) == (256, 64)

@@ -40,7 +40,9 @@ def server(ray_session, digits_checkpoint: Path):
         checkpoint=digits_checkpoint,
         servers=(
             ServerConfig(name="cpu0"),
-            ServerConfig(name="cpu1", nice=5, onednn_cache_capacity=None),
+            ServerConfig(
+                name="cpu1", nice=5, onednn_cache_capacity=None, torch_lru_cache_capacity=8
+            ),
         ),
         router="static-widest",  # widest width on the least-loaded server: both servers work
         executor={"max_batch": 8, "idle_unload_s": 0.5},
@@ -253,16 +255,17 @@ def test_a_server_asked_to_be_nicer_runs_at_lower_cpu_priority(server):
     assert niceness[1] == min(19, niceness[0] + 5)
 
 
-def test_the_onednn_cache_cap_is_in_the_actors_environment(server):
+def test_the_convolution_cache_caps_are_in_the_actors_environment(server):
     _, runtime = server
     pool = runtime.pool
-    variables = []
+    caps = []
     for index in (0, 1):
         pid = asyncio.run_coroutine_threadsafe(pool.pid(index), runtime.event_loop).result(30)
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        variables.append([v for v in environ if v.startswith(b"ONEDNN_PRIMITIVE_CACHE_CAPACITY=")])
-    assert variables[0] == [b"ONEDNN_PRIMITIVE_CACHE_CAPACITY=256"]  # the default cap
-    assert variables[1] == []  # None: oneDNN's own default
+        caps.append(sorted(v for v in environ if v.startswith((b"ONEDNN_PRIMITIVE", b"LRU_CACHE"))))
+    # The defaults; then oneDNN's own default (None, nothing set) and a cap of 8.
+    assert caps[0] == [b"LRU_CACHE_CAPACITY=64", b"ONEDNN_PRIMITIVE_CACHE_CAPACITY=256"]
+    assert caps[1] == [b"LRU_CACHE_CAPACITY=8"]
 
 
 def test_a_standard_oip_client_gets_the_models_top1(server, digits, digits_checkpoint):

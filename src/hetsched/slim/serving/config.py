@@ -31,13 +31,18 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     which needs no privilege). Where servers share cores with the front, a positive value lets
     the front's admission answer (and refuse) promptly while the servers are saturated."""
     onednn_cache_capacity: int | None = Field(256, ge=0)
-    """oneDNN primitive cache entries in the actor's process (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``,
-    set when Ray starts it; None: oneDNN's own default, 1,024). Torch's CPU convolutions keep one
-    primitive per new input shape (segment, width, previous width, batch size), so the actor's
-    memory grows for as long as rare shapes keep arriving; 256 bounds that growth for about 5 %
-    of capacity, 0 turns the cache off for about 11 % (benchmarks/RESULTS.md, "oneDNN's primitive
-    cache capped"). Ray actors only: ``pool: local`` servers share the front's process, whose
-    environment sets it."""
+    """oneDNN's primitive cache entries in the actor's process (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``;
+    None: oneDNN's own default, 1,024). Torch's CPU convolutions create primitives per new input
+    shape (segment, width, previous width, batch size); 256 keeps the hot ones for about 5 % of
+    capacity against 1,024, 0 turns the cache off for about 11 %."""
+    torch_lru_cache_capacity: int | None = Field(64, ge=0)
+    """Entries of PyTorch's own cache of oneDNN convolutions (``LRU_CACHE_CAPACITY``; None: its
+    default, 1,024). Its entries keep their primitives' JIT code and buffers alive whatever
+    oneDNN's cache evicts, so rare shapes made the actor grow for as long as it served; 64 cost
+    no measurable capacity (benchmarks/RESULTS.md, "the CPU convolution caches").
+
+    Both variables are set in the actor's environment when Ray starts it (Ray actors only:
+    ``pool: local`` servers share the front's process, whose environment sets them)."""
 
     @property
     def num_gpus(self) -> float:

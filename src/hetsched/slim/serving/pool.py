@@ -49,9 +49,15 @@ def actor_environment(server: ServerConfig) -> dict[str, Any] | None:
     """The Ray runtime environment of ``server``'s actor (merged by Ray with the job's): its
     process's environment variables, set before torch runs anything, which the actor setting
     ``os.environ`` itself would not guarantee. None: the job's as it is."""
-    if server.onednn_cache_capacity is None:
-        return None
-    return {"env_vars": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(server.onednn_cache_capacity)}}
+    variables = {
+        name: str(value)
+        for name, value in (
+            ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", server.onednn_cache_capacity),
+            ("LRU_CACHE_CAPACITY", server.torch_lru_cache_capacity),
+        )
+        if value is not None
+    }
+    return {"env_vars": variables} if variables else None
 
 
 def unplaceable(servers: Sequence[ServerConfig], cluster_resources: dict[str, float]) -> str | None:
