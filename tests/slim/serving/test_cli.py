@@ -129,7 +129,7 @@ def test_serve_refuses_a_niceness_that_would_raise_priority_or_is_out_of_range(t
 
 
 @pytest.mark.parametrize("field", ["onednn_cache_capacity", "torch_lru_cache_capacity"])
-@pytest.mark.parametrize("capacity", ["-1", "2.5", "lots"])
+@pytest.mark.parametrize("capacity", ["-1", "2.5", "lots", "true", "'5'", "1000001"])
 def test_serve_refuses_a_bad_convolution_cache_capacity(tmp_path, field, capacity):
     config = tmp_path / "cluster.yaml"
     config.write_text(f"checkpoint: x.pt\nservers: [{{name: a, {field}: {capacity}}}]\n")

@@ -13,6 +13,9 @@ from pydantic import Field, field_validator
 
 from hetsched.core.config import StrictModel, load_config
 
+#: Most entries a convolution cache may be given (the libraries parse the variable as an int).
+MAX_CACHE_ENTRIES = 1_000_000
+
 
 class ServerConfig(StrictModel, use_attribute_docstrings=True):
     """One server: one Ray actor running a greedy executor on one device."""
@@ -30,12 +33,12 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     """CPU niceness the actor's process adds to itself (``os.nice``; only lowering its priority,
     which needs no privilege). Where servers share cores with the front, a positive value lets
     the front's admission answer (and refuse) promptly while the servers are saturated."""
-    onednn_cache_capacity: int | None = Field(256, ge=0)
+    onednn_cache_capacity: int | None = Field(256, ge=0, le=MAX_CACHE_ENTRIES, strict=True)
     """oneDNN's primitive cache entries in the actor's process (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``;
     None: oneDNN's own default, 1,024). Torch's CPU convolutions create primitives per new input
     shape (segment, width, previous width, batch size); 256 keeps the hot ones for about 5 % of
     capacity against 1,024, 0 turns the cache off for about 11 %."""
-    torch_lru_cache_capacity: int | None = Field(64, ge=0)
+    torch_lru_cache_capacity: int | None = Field(64, ge=0, le=MAX_CACHE_ENTRIES, strict=True)
     """Entries of PyTorch's own cache of oneDNN convolutions (``LRU_CACHE_CAPACITY``; None: its
     default, 1,024). Its entries keep their primitives' JIT code and buffers alive whatever
     oneDNN's cache evicts, so rare shapes made the actor grow for as long as it served; 64 cost
