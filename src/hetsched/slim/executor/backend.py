@@ -79,6 +79,11 @@ class ExecutorBackend(Protocol):
         """
 
 
+BATCH_SLOTS_UNBOUNDED = 1 << 62
+"""``batch_slots`` of a backend that computes every started batch at once (the simulated device,
+a GPU's streams): the executor never holds a batch back for a slot."""
+
+
 @runtime_checkable
 class EnergyReporter(Protocol):
     """Optional for a backend: an energy counter the executor's telemetry reports (the

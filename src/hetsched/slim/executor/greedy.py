@@ -28,6 +28,14 @@ Interpretation of the knobs, where the paper leaves room:
   other work). While the head is blocked, a ``submit`` only enqueues, unless it brings the
   head key's queue to Q_th: no other arrival can change the outcome of lines 5-8.
 * UNLOADERLOOP (lines 21-25): one timer at the earliest moment an idle instance reaches t_idle.
+* Compute slots (beyond the paper; only for a backend that declares ``batch_slots``, the live
+  CPU): a free instance is not a free device. On a CPU that computes one batch per core, a batch
+  started while every core is busy only waits for one, and the requests that arrive meanwhile
+  cannot join it; so while ``batch_slots`` of this executor's batches run, LOOP stops before
+  line 3 (as if the head were blocked) and runs again at the next batch end, when the head key's
+  batch takes everything that queued. The simulated device and GPUs (concurrent streams) declare
+  no bound, and their behaviour is the paper's. Measured in benchmarks/RESULTS.md ("CPU batches
+  formed when a core is free").
 """
 
 from __future__ import annotations
@@ -108,8 +116,11 @@ class GreedyExecutor(GreedyState):
         """With nothing waiting, a request that finds a free instance runs at once (lines 3-5 and
         10 for a batch of one): what :meth:`_enqueue` then :meth:`_dispatch` would do, without
         queueing it first (the usual case below saturation). False (nothing done) when no free
-        instance fits: then the request queues and the loop decides (scale-up or wait).
+        instance fits or every compute slot is busy: then the request queues and the loop
+        decides (scale-up or wait).
         """
+        if self._running >= self._batch_slots:
+            return False
         for instances in queue.fitting:  # line 5: FINDFREEBESTFIT
             if instances:
                 instance = instances.pop()
@@ -163,7 +174,10 @@ class GreedyExecutor(GreedyState):
         order = self._order
         self._blocked = None
         instance: Instance | None
+        batch_slots = self._batch_slots
         while order:
+            if self._running >= batch_slots:  # every compute slot busy: form the batch later
+                break
             queue = order[0]  # line 3: peek the head key
             if queue.departed:  # that request already left in an earlier batch of its key
                 queue.departed -= 1

@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections import deque
 
 from hetsched.core.errors import ConfigError
-from hetsched.slim.executor.backend import EnergyReporter, ExecutorBackend, SegmentKey
+from hetsched.slim.executor.backend import (
+    BATCH_SLOTS_UNBOUNDED,
+    EnergyReporter,
+    ExecutorBackend,
+    SegmentKey,
+)
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.executor.queues import Instance, KeyQueue
 from hetsched.slim.executor.server import BatchFinished, SchedulingClock, ServerTelemetry
@@ -81,6 +86,9 @@ class GreedyState:
         change only when a batch starts or ends (``readings_follow_batches``: the simulated
         device), since a live device's power and utilisation move on their own."""
         self._keep_telemetry = bool(getattr(backend, "readings_follow_batches", False))
+        self._batch_slots: int = getattr(backend, "batch_slots", None) or BATCH_SLOTS_UNBOUNDED
+        """Batches the device computes at once (a live CPU's compute slots; unbounded otherwise).
+        While this many of the executor's batches run, LOOP starts no other (module doc)."""
 
     # -- read-only state, for telemetry and tests ------------------------------------------------
 

@@ -16,12 +16,12 @@ greedy executor on a :class:`~hetsched.core.realtime.RealTimeLoop`:
 * ``run_batch`` (line 10, RUNBATCH) stacks the requests' activations into one batch and runs it
   under ``torch.inference_mode()`` on a worker thread (one per concurrently busy instance; torch
   releases the GIL while it computes; on CUDA each worker has its own stream; on the CPU at most
-  :func:`cpu_compute_slots` compute at once, the others wait for a slot), then hands the
-  outputs back to the loop's thread with ``call_soon_threadsafe``, so the executor's state is only
-  ever touched by that thread. An instance wider than the requested width (FINDFREEBESTFIT, line
-  5) runs at its own width, as the paper's instance does: the executor reports the instance's
-  width as the executed one, the router takes it as the next segment's w_prev, and the output's
-  channels match it.
+  :func:`cpu_compute_slots` compute at once, and the executor forms a batch only when one of
+  them is free: ``batch_slots``), then hands the outputs back to the loop's thread with
+  ``call_soon_threadsafe``, so the executor's state is only ever touched by that thread. An
+  instance wider than the requested width (FINDFREEBESTFIT, line 5) runs at its own width, as
+  the paper's instance does: the executor reports the instance's width as the executed one, the
+  router takes it as the next segment's w_prev, and the output's channels match it.
 * Telemetry: device memory from ``torch.cuda.memory_allocated`` on CUDA (the account of loaded
   instance bytes on the CPU, which has no allocator statistics); utilisation from NVML on NVIDIA
   GPUs, the busy share of the backend's compute slots on the CPU (:mod:`.busy`); power and
@@ -161,6 +161,12 @@ class TorchBackend:
         """One offloaded instance on the CPU with its parameter bytes, per (segment, width)."""
         self.batch_latencies_s: list[float] = []
         """Compute time of every batch, in completion order."""
+
+    @property
+    def batch_slots(self) -> int | None:
+        """Batches that compute at once on the CPU (its compute slots), which the executor waits
+        for before forming a batch; None on a GPU, whose streams run every started batch."""
+        return self.compute_slots if self.device.type == "cpu" else None
 
     @property
     def energy_source(self) -> str:
