@@ -1,10 +1,11 @@
 """FastAPI + Ray actors (``hetsched slim serve``), FastAPI + servers in the front's process
 (``pool: local``), Slim on Ray Serve, Ray Serve's ``@serve.batch`` baseline and a single-process
 batched FastAPI server (``serving_single_process.py``, as many torch threads as the others have
-servers): the same model, the same load, one after another. ``--router`` sets the two FastAPI
+CPUs): the same model, the same load, one after another. ``--router`` sets the two FastAPI
 stacks' router (``jsq-1.0`` runs every image at full width, the baseline's work).
 
-Run: ``.venv/bin/python benchmarks/bench_serving_stacks.py --checkpoint CKPT``
+Run: ``.venv/bin/python benchmarks/bench_serving_stacks.py --checkpoint CKPT``; one Slim server
+with both cores batching over both: ``--servers 1 --server-cpus 2 --torch-threads 2``.
 
 Each stack runs in its own process with its own local Ray session of two CPUs (two servers, or
 two replicas for the baseline); the load generator (raw-socket client) runs in this process.
@@ -51,13 +52,28 @@ UP = re.compile(r'^hetsched_slim_server_up\{server="([^"]+)"\} (\S+)$', re.MULTI
 
 @contextmanager
 def launch(
-    stack: str, checkpoint: Path, folder: Path, port: int, servers: int, router: str
+    stack: str,
+    checkpoint: Path,
+    folder: Path,
+    port: int,
+    servers: int,
+    router: str,
+    server_cpus: int = 1,
+    torch_threads: int = 1,
 ) -> Iterator[psutil.Process]:
-    """Starts ``stack`` serving on ``port``; yields its process once it answers ``/readyz``."""
+    """Starts ``stack`` serving on ``port``; yields its process once it answers ``/readyz``.
+
+    Each Slim server gets ``server_cpus`` CPUs and ``torch_threads`` threads per batch; the
+    single-process baseline as many torch threads as the Slim stack has CPUs.
+    """
     env = os.environ | {"RAY_AUTH_MODE": "disabled"}
+    cpus = servers * server_cpus
     if stack in ("fastapi-actors", "fastapi-local"):
         config = folder / "cluster-stacks.yaml"
-        names = [{"name": f"cpu{i}"} for i in range(servers)]
+        names = [
+            {"name": f"cpu{i}", "num_cpus": server_cpus, "torch_threads": torch_threads}
+            for i in range(servers)
+        ]
         pool = "local" if stack == "fastapi-local" else "ray"
         config.write_text(
             yaml.safe_dump(
@@ -72,11 +88,11 @@ def launch(
         )
         command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
         command += ["--config", str(config)]
-        command += ["--num-cpus", str(servers)] if pool == "ray" else []
+        command += ["--num-cpus", str(cpus)] if pool == "ray" else []
     elif stack == "single-process":
         script = Path(__file__).with_name("serving_single_process.py")
         command = [sys.executable, str(script), "--checkpoint", str(checkpoint)]
-        command += ["--port", str(port), "--threads", str(servers)]
+        command += ["--port", str(port), "--threads", str(cpus)]
     else:
         script = Path(__file__).with_name("serving_rayserve.py")
         command = [sys.executable, str(script), "--stack", stack, "--checkpoint", str(checkpoint)]
@@ -172,6 +188,10 @@ def main() -> None:
     parser.add_argument("--rates", default="40,120", help="open-loop rates; '' for none")
     parser.add_argument("--deadline-s", type=float, default=0.5)
     parser.add_argument("--servers", type=int, default=2, help="servers (replicas) per stack")
+    parser.add_argument("--server-cpus", type=int, default=1, help="CPUs of each Slim server")
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="torch threads of each Slim server's batches"
+    )
     parser.add_argument(
         "--fault-load", type=float, default=0.7, help="fault run's rate / closed-loop img/s"
     )
@@ -188,7 +208,14 @@ def main() -> None:
     rows = []
     for stack in args.stacks.split(","):
         with launch(
-            stack, args.checkpoint, args.out.parent, args.port, args.servers, args.router
+            stack,
+            args.checkpoint,
+            args.out.parent,
+            args.port,
+            args.servers,
+            args.router,
+            args.server_cpus,
+            args.torch_threads,
         ) as process:
             url = f"http://127.0.0.1:{args.port}"
             load(url, data, 3.0, rate_per_s=20)  # warm-up: instances loaded, JIT paths hot

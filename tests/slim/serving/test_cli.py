@@ -137,6 +137,14 @@ def test_serve_refuses_a_bad_convolution_cache_capacity(tmp_path, field, capacit
     assert f"servers.0.{field}" in str(result.exception)
 
 
+@pytest.mark.parametrize("threads", ["0", "-1", "1.5", "true", "'2'", "257"])
+def test_serve_refuses_bad_torch_threads(tmp_path, threads):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"checkpoint: x.pt\nservers: [{{name: a, torch_threads: {threads}}}]\n")
+    result = runner.invoke(typer_app, ["slim", "serve", "--config", str(config)])
+    assert "servers.0.torch_threads" in str(result.exception)
+
+
 def test_serve_refuses_a_network_address_without_a_token(tmp_path: Path):
     config = tmp_path / "cluster.yaml"
     config.write_text("checkpoint: x.pt\n")

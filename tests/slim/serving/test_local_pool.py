@@ -7,6 +7,7 @@ used, a crashed server's images re-routed (none lost) and the server back in the
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -115,6 +116,41 @@ def test_a_crashed_server_fails_its_blocks_and_is_rebuilt(digits_checkpoint: Pat
     assert other_up, "a crash of one server took the other down"
     np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-5)  # rebuilt from the weights
     assert all(s.up for s in snapshots)
+
+
+@pytest.mark.parametrize(
+    ("servers", "threads", "slots"),
+    [
+        ([ServerConfig(name="cpu0")], 1, [1]),
+        ([ServerConfig(name="cpu0", num_cpus=2)], 1, [2]),
+        ([ServerConfig(name="cpu0", num_cpus=2, torch_threads=2)], 2, [1]),
+        ([ServerConfig(name="a", num_cpus=4, torch_threads=2), ServerConfig(name="b")], 2, [2, 1]),
+    ],
+)
+def test_a_local_server_computes_num_cpus_over_torch_threads_batches_at_once(
+    digits_checkpoint: Path, servers, threads, slots
+):
+    """One process, one torch thread pool: the largest ``torch_threads`` applies to every server,
+    and each server's executor forms batches for ``num_cpus // torch_threads`` slots (never more
+    than this machine's cores hold: ``cpu_compute_slots``)."""
+    threads_before = torch.get_num_threads()
+    pool = LocalServerPool(servers, load_checkpoint(digits_checkpoint), {})
+
+    async def build() -> tuple[int, list[int | None]]:
+        await pool.start()
+        try:
+            workers = [worker for worker in pool._workers if worker is not None]
+            # what a batch computes with: read on the thread that runs the server's batches
+            in_batch = workers[0].backend._pool.submit(torch.get_num_threads).result()
+            return in_batch, [w.backend.batch_slots for w in workers]
+        finally:
+            await pool.stop()
+
+    cores = len(os.sched_getaffinity(0))
+    try:
+        assert asyncio.run(build()) == (threads, [min(s, max(1, cores // threads)) for s in slots])
+    finally:
+        torch.set_num_threads(threads_before)
 
 
 def test_serve_refuses_an_unknown_pool(tmp_path: Path):

@@ -65,6 +65,7 @@ class ServerActor:
         executor_config: Algorithm 1's knobs (``ExecutorConfig`` fields).
         spec: Device spec name or profile JSON for the power model, or None for the default.
         nice: Niceness added to the actor's process before it loads the model (0: none).
+        torch_threads: Intra-op threads of the actor's batches.
     """
 
     def __init__(
@@ -75,10 +76,13 @@ class ServerActor:
         executor_config: dict[str, Any],
         spec: str | None,
         nice: int = 0,
+        torch_threads: int = 1,
     ) -> None:
         if nice:
             lower_priority(nice)
-        self.worker = worker_from_checkpoint(name, checkpoint, device, executor_config, spec)
+        self.worker = worker_from_checkpoint(
+            name, checkpoint, device, executor_config, spec, torch_threads=torch_threads
+        )
         freeze_startup_objects()  # full collections between batches walk only new objects
         self._watchdog: asyncio.Task | None = None
 

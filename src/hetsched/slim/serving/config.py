@@ -15,6 +15,8 @@ from hetsched.core.config import StrictModel, load_config
 
 #: Most entries a convolution cache may be given (the libraries parse the variable as an int).
 MAX_CACHE_ENTRIES = 1_000_000
+#: Most intra-op threads a server's batches may be given.
+MAX_TORCH_THREADS = 256
 
 
 class ServerConfig(StrictModel, use_attribute_docstrings=True):
@@ -28,7 +30,15 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     the executor's memory cap; default: the built-in spec the live backend matches to the
     device (``cpu``, or the GPU's datasheet entry)."""
     num_cpus: float = Field(1.0, ge=0)
-    """Ray CPUs the actor reserves."""
+    """CPUs of the server: Ray CPUs the actor reserves; with ``pool: local``, the cores its
+    batches may use (``num_cpus // torch_threads`` batches compute at once, at least one)."""
+    torch_threads: int = Field(1, ge=1, le=MAX_TORCH_THREADS, strict=True)
+    """Threads each batch computes with (``torch.set_num_threads`` in the server's process). 1
+    suits several servers sharing a host; on one host, one server with ``num_cpus`` and
+    ``torch_threads`` both the core count batches like a plain single-process server (one batch
+    at a time over every core), which is faster for models whose batches are large enough to
+    split (benchmarks/RESULTS.md, "one server per host"). ``pool: local`` runs every server in one
+    process, which has one thread pool: the largest value of its servers applies to all."""
     nice: int = Field(0, ge=0, le=19)
     """CPU niceness the actor's process adds to itself (``os.nice``; only lowering its priority,
     which needs no privilege). Where servers share cores with the front, a positive value lets
@@ -104,7 +114,8 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
     """Where the servers run: ``ray``, one Ray actor each (any host of a Ray cluster; a crashed
     server is restarted and its images re-routed while the others serve); ``local``, threads of
     the front's own process (one host, no Ray: no per-segment hop through the object store, but
-    a crash of the process is a total outage; ``num_cpus`` and ``nice`` do not apply)."""
+    a crash of the process is a total outage; ``nice`` does not apply, and ``num_cpus`` bounds
+    the batches each server computes at once)."""
     router: str = "random"
     """A registered router name (``hetsched.slim.routers.ROUTERS``) or a PPO checkpoint file."""
     router_seed: int = 0

@@ -39,8 +39,9 @@ class LocalServerPool(PolledServerPool):
     """One :class:`~.worker.SegmentWorker` per server, in this process.
 
     Args:
-        servers: The configured servers (router index order); ``num_cpus`` and ``nice`` are Ray
-            settings and do not apply here.
+        servers: The configured servers (router index order); a server computes ``num_cpus //
+            torch_threads`` batches at once (at least one); ``nice`` is a Ray setting and does
+            not apply here.
         checkpoint: The model checkpoint dict.
         executor_config: Algorithm 1's knobs for every executor.
         telemetry_interval_s: Seconds between two telemetry polls of each server.
@@ -57,6 +58,8 @@ class LocalServerPool(PolledServerPool):
     ) -> None:
         super().__init__([server.name for server in servers], telemetry_interval_s)
         self._servers = tuple(servers)
+        self._torch_threads = max((server.torch_threads for server in servers), default=1)
+        """One process, one torch thread pool: the largest of the servers' values."""
         self._payload = server_payload(checkpoint)
         self._executor_config = executor_config
         self._workers: list[SegmentWorker | None] = [None] * len(servers)
@@ -173,7 +176,8 @@ class LocalServerPool(PolledServerPool):
             server.device,
             self._executor_config,
             server.spec,
-            compute_slots=max(1, int(server.num_cpus)),
+            compute_slots=max(1, int(server.num_cpus) // self._torch_threads),
+            torch_threads=self._torch_threads,
         )
 
 

@@ -110,6 +110,7 @@ class RayServerPool(PolledServerPool):
                 executor_config,
                 server.spec,
                 server.nice,
+                server.torch_threads,
             )
             for server in servers
         ]

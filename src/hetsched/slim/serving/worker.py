@@ -165,14 +165,16 @@ def worker_from_checkpoint(
     executor_config: dict[str, Any],
     spec: str | None = None,
     compute_slots: int | None = None,
+    torch_threads: int = 1,
 ) -> SegmentWorker:
-    """A server's worker as a server process builds it: one torch thread (servers on one host
-    must not fight over cores), the model from the checkpoint dict, the validated executor knobs.
+    """A server's worker as a server process builds it: ``torch_threads`` intra-op threads (one by
+    default: servers on one host must not fight over cores), the model from the checkpoint dict,
+    the validated executor knobs.
 
     Raises:
         ConfigError: For bad executor knobs or an unknown device spec.
     """
-    torch.set_num_threads(1)
+    torch.set_num_threads(torch_threads)
     return SegmentWorker(
         model_from_checkpoint(checkpoint).eval(),
         device,
