@@ -153,6 +153,22 @@ def test_a_local_server_computes_num_cpus_over_torch_threads_batches_at_once(
         torch.set_num_threads(threads_before)
 
 
+@pytest.mark.parametrize(
+    ("server", "threads", "slots"),
+    [
+        (ServerConfig(name="a"), 1, 1),
+        (ServerConfig(name="a", num_cpus=4), 2, 2),
+        (ServerConfig(name="a", num_cpus=3), 2, 1),
+        (ServerConfig(name="a", num_cpus=0.5), 1, 1),
+        (ServerConfig(name="a", num_cpus=8, device="cuda"), 1, None),
+    ],
+)
+def test_a_servers_compute_slots_are_its_cpus_over_its_threads(server, threads, slots):
+    """What both pools give a server's executor (Ray actors and local threads alike); a GPU
+    server keeps the backend's stream workers."""
+    assert server.compute_slots(threads) == slots
+
+
 def test_serve_refuses_an_unknown_pool(tmp_path: Path):
     config = tmp_path / "cluster.yaml"
     config.write_text("checkpoint: x.pt\npool: threads\n")

@@ -66,6 +66,7 @@ class ServerActor:
         spec: Device spec name or profile JSON for the power model, or None for the default.
         nice: Niceness added to the actor's process before it loads the model (0: none).
         torch_threads: Intra-op threads of the actor's batches.
+        compute_slots: Batches it computes at once (None: the backend's default).
     """
 
     def __init__(
@@ -77,11 +78,18 @@ class ServerActor:
         spec: str | None,
         nice: int = 0,
         torch_threads: int = 1,
+        compute_slots: int | None = None,
     ) -> None:
         if nice:
             lower_priority(nice)
         self.worker = worker_from_checkpoint(
-            name, checkpoint, device, executor_config, spec, torch_threads=torch_threads
+            name,
+            checkpoint,
+            device,
+            executor_config,
+            spec,
+            compute_slots=compute_slots,
+            torch_threads=torch_threads,
         )
         freeze_startup_objects()  # full collections between batches walk only new objects
         self._watchdog: asyncio.Task | None = None

@@ -30,8 +30,8 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     the executor's memory cap; default: the built-in spec the live backend matches to the
     device (``cpu``, or the GPU's datasheet entry)."""
     num_cpus: float = Field(1.0, ge=0)
-    """CPUs of the server: Ray CPUs the actor reserves; with ``pool: local``, the cores its
-    batches may use (``num_cpus // torch_threads`` batches compute at once, at least one)."""
+    """CPUs of the server: the Ray CPUs its actor reserves, and the cores its batches use: a CPU
+    server computes ``num_cpus // torch_threads`` batches at once (at least one)."""
     torch_threads: int = Field(1, ge=1, le=MAX_TORCH_THREADS, strict=True)
     """Threads each batch computes with (``torch.set_num_threads`` in the server's process). 1
     suits several servers sharing a host; on one host, one server with ``num_cpus`` and
@@ -56,6 +56,13 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
 
     Both variables are set in the actor's environment when Ray starts it (Ray actors only:
     ``pool: local`` servers share the front's process, whose environment sets them)."""
+
+    def compute_slots(self, torch_threads: int) -> int | None:
+        """Batches the server computes at once with ``torch_threads`` threads each: its CPUs'
+        worth on the CPU (at least one); None on a GPU, whose streams take the backend's default."""
+        if self.device.startswith("cuda"):
+            return None
+        return max(1, int(self.num_cpus) // torch_threads)
 
     @property
     def num_gpus(self) -> float:

@@ -176,7 +176,7 @@ class LocalServerPool(PolledServerPool):
             server.device,
             self._executor_config,
             server.spec,
-            compute_slots=max(1, int(server.num_cpus) // self._torch_threads),
+            compute_slots=server.compute_slots(self._torch_threads),
             torch_threads=self._torch_threads,
         )
 

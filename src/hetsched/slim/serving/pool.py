@@ -111,6 +111,7 @@ class RayServerPool(PolledServerPool):
                 server.spec,
                 server.nice,
                 server.torch_threads,
+                server.compute_slots(server.torch_threads),
             )
             for server in servers
         ]
