@@ -13,7 +13,9 @@ Run: ``.venv/bin/python benchmarks/bench_serving.py --checkpoint CKPT --ppo ROUT
    concurrency 1) and at concurrency 16: (a) in-process, a greedy executor on the live backend
    called directly (``SegmentWorker.run_block``, no HTTP, no Ray); (b) through HTTP + the front +
    the servers (``static-widest`` router: full width, least-loaded server). The difference of the
-   per-image latencies is what the serving path adds.
+   per-image latencies is what the serving path adds. ``--one-server [--torch-threads T]``: one
+   server of two CPUs with T threads per batch, and the in-process executor with T threads, so
+   both paths form the same batches (by default two servers of one CPU split the images).
 """
 
 from __future__ import annotations
@@ -47,17 +49,23 @@ PORT = 8765
 
 @contextmanager
 def serve(
-    checkpoint: Path, router: str, folder: Path, pool: str, port: int = PORT
+    checkpoint: Path,
+    router: str,
+    folder: Path,
+    pool: str,
+    port: int = PORT,
+    servers: tuple[dict, ...] = ({"name": "cpu0"}, {"name": "cpu1"}),
 ) -> Iterator[str]:
-    """``hetsched slim serve`` in its own process (two CPU servers, in a local Ray session or as
-    threads of that process): the load generator must not share a process, and its GIL, with the
-    server it measures."""
+    """``hetsched slim serve`` in its own process (CPU servers, two by default, in a local Ray
+    session or as threads of that process): the load generator must not share a process, and its
+    GIL, with the server it measures."""
     config = folder / f"cluster-{Path(router).stem}.yaml"
+    cpus = max(2, sum(int(server.get("num_cpus", 1)) for server in servers))
     config.write_text(
         yaml.safe_dump(
             {
                 "checkpoint": str(checkpoint.resolve()),
-                "servers": [{"name": "cpu0"}, {"name": "cpu1"}],
+                "servers": list(servers),
                 "router": str(Path(router).resolve()) if router.endswith(".pt") else router,
                 "port": port,
                 "pool": pool,
@@ -67,7 +75,7 @@ def serve(
     command = [sys.executable, "-c", "from hetsched.cli import app; app()", "slim", "serve"]
     log = config.with_suffix(".log").open("w")
     process = subprocess.Popen(
-        [*command, "--config", str(config), *(["--num-cpus", "2"] if pool == "ray" else [])],
+        [*command, "--config", str(config), *(["--num-cpus", str(cpus)] if pool == "ray" else [])],
         env=os.environ | {"RAY_AUTH_MODE": "disabled"},
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -150,7 +158,12 @@ async def in_process(checkpoint: Path, images: np.ndarray, concurrency: int) -> 
 
 def over_http(checkpoint: Path, args: argparse.Namespace, data: str) -> list[dict]:
     rows = []
-    with serve(checkpoint, "static-widest", args.out.parent, args.pool) as url:
+    servers = (
+        ({"name": "cpu0", "num_cpus": 2, "torch_threads": args.torch_threads},)
+        if args.one_server
+        else ({"name": "cpu0"}, {"name": "cpu1"})
+    )
+    with serve(checkpoint, "static-widest", args.out.parent, args.pool, servers=servers) as url:
         for concurrency in (1, 16):
             config = LoadgenConfig(
                 url=url, duration_s=args.duration_s, concurrency=concurrency, data=data
@@ -190,7 +203,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/bench.json"))
     parser.add_argument("--pool", default="ray", choices=("ray", "local"), help="where servers run")
     parser.add_argument("--parts", default="sweep,overhead", help="which parts to run, commas")
+    parser.add_argument(
+        "--one-server",
+        action="store_true",
+        help="overhead: one HTTP server of two CPUs batching like the in-process executor (the"
+        " same batches), not two servers of one",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="threads per batch of the in-process executor and of the --one-server server"
+        " (default: torch's; two cores // threads batches at once)",
+    )
     args = parser.parse_args()
+    if args.torch_threads is None:
+        args.torch_threads = torch.get_num_threads()
+    torch.set_num_threads(args.torch_threads)
     parts = set(args.parts.split(","))
     if not parts or not parts <= {"sweep", "overhead"}:
         parser.error(f"--parts: expected sweep and/or overhead, got {args.parts!r}")
