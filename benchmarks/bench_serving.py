@@ -217,6 +217,8 @@ def main() -> None:
         " (default: torch's; two cores // threads batches at once)",
     )
     args = parser.parse_args()
+    if args.torch_threads is not None and args.torch_threads < 1:
+        parser.error("--torch-threads must be at least 1")
     if args.torch_threads is None:
         args.torch_threads = torch.get_num_threads()
     torch.set_num_threads(args.torch_threads)

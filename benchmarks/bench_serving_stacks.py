@@ -203,6 +203,8 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/stacks.json"))
     args = parser.parse_args()
+    if min(args.servers, args.server_cpus, args.torch_threads) < 1:
+        parser.error("--servers, --server-cpus and --torch-threads must be at least 1")
     data = load_checkpoint(args.checkpoint)["config"]["data"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
