@@ -12,7 +12,8 @@ Run: ``.venv/bin/python benchmarks/bench_serving.py --checkpoint CKPT --ppo ROUT
 2. **Overhead.** The same four segments at full width, one image at a time (closed loop,
    concurrency 1) and at concurrency 16: (a) in-process, a greedy executor on the live backend
    called directly (``SegmentWorker.run_block``, no HTTP, no Ray); (b) through HTTP + the front +
-   the servers (``static-widest`` router: full width, least-loaded server). The difference of the
+   the servers (``--overhead-router``, by default ``jsq-1.0``: full width, least-loaded server,
+   the largest block; ``static-widest`` draws a random block size). The difference of the
    per-image latencies is what the serving path adds. ``--one-server [--torch-threads T]``: one
    server of two CPUs with T threads per batch, and the in-process executor with T threads, so
    both paths form the same batches (by default two servers of one CPU split the images).
@@ -163,7 +164,7 @@ def over_http(checkpoint: Path, args: argparse.Namespace, data: str) -> list[dic
         if args.one_server
         else ({"name": "cpu0"}, {"name": "cpu1"})
     )
-    with serve(checkpoint, "static-widest", args.out.parent, args.pool, servers=servers) as url:
+    with serve(checkpoint, args.overhead_router, args.out.parent, args.pool, servers=servers) as url:
         for concurrency in (1, 16):
             config = LoadgenConfig(
                 url=url, duration_s=args.duration_s, concurrency=concurrency, data=data
@@ -201,6 +202,11 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, default=8.0)
     parser.add_argument("--overhead-images", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/bench.json"))
+    parser.add_argument(
+        "--overhead-router",
+        default="jsq-1.0",
+        help="overhead: the HTTP path's router (full width; jsq-1.0 sends the largest blocks)",
+    )
     parser.add_argument("--pool", default="ray", choices=("ray", "local"), help="where servers run")
     parser.add_argument("--parts", default="sweep,overhead", help="which parts to run, commas")
     parser.add_argument(
