@@ -164,7 +164,9 @@ def over_http(checkpoint: Path, args: argparse.Namespace, data: str) -> list[dic
         if args.one_server
         else ({"name": "cpu0"}, {"name": "cpu1"})
     )
-    with serve(checkpoint, args.overhead_router, args.out.parent, args.pool, servers=servers) as url:
+    with serve(
+        checkpoint, args.overhead_router, args.out.parent, args.pool, servers=servers
+    ) as url:
         for concurrency in (1, 16):
             config = LoadgenConfig(
                 url=url, duration_s=args.duration_s, concurrency=concurrency, data=data
