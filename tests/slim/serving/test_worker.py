@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import numpy as np
 import pytest
@@ -57,6 +58,45 @@ def test_a_refused_request_fails_its_item_and_the_loop_goes_on(worker):
         asyncio.run(worker.run_block(0.3, [(0, 1.0, x)]))
     (result,) = asyncio.run(worker.run_block(1.0, [(0, 1.0, x)]))
     assert result.output.shape == (64, 8, 8)
+
+
+def test_a_block_crosses_back_to_the_caller_once_not_once_per_item(worker):
+    """Each cross-thread call wakes the caller's event loop; a block of five is one call."""
+    images = np.random.default_rng(1).normal(size=(5, 3, 8, 8)).astype(np.float32)
+
+    async def run_counting():
+        loop = asyncio.get_running_loop()
+        calls = []
+        original = loop.call_soon_threadsafe
+
+        def counting(callback, *args, **kwargs):
+            calls.append(callback)
+            return original(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        results = await worker.run_block(1.0, [(0, 1.0, x) for x in images])
+        return results, calls
+
+    results, calls = asyncio.run(run_counting())
+    assert len(results) == 5 and len(calls) == 1
+    assert asyncio.run(worker.run_block(1.0, [])) == []
+
+
+def test_read_only_and_other_dtype_inputs_are_copied_and_never_written(worker, model):
+    """Ray hands object-store arrays over read-only; a float64 image must still run as float32."""
+    images = np.random.default_rng(2).normal(size=(2, 3, 8, 8))
+    read_only = images[0].astype(np.float32)
+    read_only.setflags(write=False)
+    kept = (read_only.copy(), images[1].copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when it wraps a non-writable array
+        results = asyncio.run(worker.run_block(1.0, [(0, 1.0, read_only), (0, 1.0, images[1])]))
+    np.testing.assert_array_equal(read_only, kept[0])
+    np.testing.assert_array_equal(images[1], kept[1])
+    batch = torch.from_numpy(np.stack([kept[0], kept[1].astype(np.float32)]))
+    with torch.inference_mode():
+        expected = model.segments[0](batch, 1.0).numpy()
+    np.testing.assert_allclose(np.stack([r.output for r in results]), expected, atol=1e-4)
 
 
 def test_a_crashed_loop_is_reported(worker):

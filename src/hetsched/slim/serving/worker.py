@@ -83,31 +83,49 @@ class SegmentWorker:
     ) -> list[SegmentOutput]:
         """Runs each (segment, previous width, input) at ``width``; returns when all are done.
 
-        Raises:
-            Exception: What the executor raised for a request it refused (e.g. a width not in W).
-        """
-        aio = asyncio.get_running_loop()
-        futures = [aio.create_future() for _ in items]
-        inputs = [torch.from_numpy(np.array(x, dtype=np.float32)) for _, _, x in items]
-        self.loop.call_soon_threadsafe(lambda: self._submit(aio, width, items, inputs, futures))
-        return list(await asyncio.gather(*futures))
+        The block crosses between the caller's loop and the executor's thread once each way (not
+        once per item): on a busy one-host front every cross-thread call wakes its event loop.
 
-    def _submit(self, aio, width, items, inputs, futures) -> None:
-        """On the loop thread: one executor request per item."""
-        for (segment, prev_width, _), payload, future in zip(items, inputs, futures, strict=True):
+        Raises:
+            Exception: What the executor raised for a request it refused (e.g. a width not in W);
+                the block's items after it are not submitted.
+        """
+        if not items:
+            return []
+        aio = asyncio.get_running_loop()
+        block: asyncio.Future[list[SegmentOutput]] = aio.create_future()
+        inputs = [torch.from_numpy(_float32_input(x)) for _, _, x in items]
+        self.loop.call_soon_threadsafe(lambda: self._submit(aio, width, items, inputs, block))
+        return await block
+
+    def _submit(self, aio, width, items, inputs, block) -> None:
+        """On the loop thread: one executor request per item; the last one done settles the
+        block's future."""
+        outputs: list[SegmentOutput | None] = [None] * len(items)
+        pending = [len(items)]
+
+        def finish(index: int, output: SegmentOutput) -> None:
+            outputs[index] = output
+            pending[0] -= 1
+            if pending[0] == 0:
+                aio.call_soon_threadsafe(_settle, block, outputs, None)
+
+        for index, ((segment, prev_width, _), payload) in enumerate(
+            zip(items, inputs, strict=True)
+        ):
             enqueued_s = self.loop.now_s()
 
-            def done(executed_width: float, output: torch.Tensor, future=future, t0=enqueued_s):
+            def done(executed_width: float, output: torch.Tensor, index=index, t0=enqueued_s):
                 # The backend appends a batch's compute time just before it calls ``done``.
                 compute_s = self.backend.batch_latencies_s[-1]
                 queue_s = max(0.0, self.loop.now_s() - t0 - compute_s)
-                result = SegmentOutput(executed_width, output.numpy(), queue_s, compute_s)
-                aio.call_soon_threadsafe(_settle, future, result, None)
+                finish(index, SegmentOutput(executed_width, output.numpy(), queue_s, compute_s))
 
             try:
                 self.executor.submit(segment, width, prev_width, done, payload=payload)
-            except Exception as error:  # refused: answer this item, keep the loop alive
-                aio.call_soon_threadsafe(_settle, future, None, error)
+            except Exception as error:  # refused: answer the block, keep the loop alive
+                aio.call_soon_threadsafe(_settle, block, None, error)
+                return
 
     async def snapshot(self) -> ServerSnapshot:
         """The server's telemetry now, read on the loop thread; also checks the loop is alive."""
@@ -197,6 +215,16 @@ def _trim(worker: SegmentWorker) -> None:
     for column in vars(record.series).values():
         column.clear()
     worker.backend.batch_latencies_s.clear()
+
+
+def _float32_input(x: np.ndarray) -> np.ndarray:
+    """``x`` as a float32 array torch may wrap without a copy: copied only when it is of another
+    dtype, not contiguous or read-only (Ray hands object-store arrays over read-only). Sharing is
+    safe: the backend stacks a batch's inputs into a new tensor before it computes."""
+    x = np.asarray(x)
+    if x.dtype == np.float32 and x.flags.c_contiguous and x.flags.writeable:
+        return x
+    return np.array(x, dtype=np.float32)
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
