@@ -30,13 +30,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from hetsched.jobs.policies.heuristics import make_policy
-from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.config import QueueMode, SimulationConfig
 from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.traces.hpc_synthetic import RICC_LIKE, generate_hpc_trace
 from hetsched.jobs.traces.swf import load_swf, write_swf
 
 
-def measure(jobs, cluster, policy: str, mode: str, repeats: int) -> dict[str, float]:
+def measure(jobs, cluster, policy: str, mode: QueueMode, repeats: int) -> dict[str, float]:
     """The fastest of ``repeats`` runs: CPU seconds (set-up and run), passes and the schedule's
     headline metrics (the same every time: the simulator is deterministic)."""
     cpu_s = float("inf")

@@ -22,7 +22,7 @@ import numpy as np
 
 from hetsched.jobs.cluster.catalog import CLUSTERS
 from hetsched.jobs.policies.heuristics import make_policy
-from hetsched.jobs.sim.config import SimulationConfig
+from hetsched.jobs.sim.config import QueueMode, SimulationConfig
 from hetsched.jobs.sim.simulator import Simulator
 from hetsched.jobs.traces import load_trace
 from hetsched.jobs.traces.estimates import fill_requested_times
@@ -31,7 +31,7 @@ from hetsched.jobs.traces.synthetic import generate
 LUBLIN = Path(__file__).resolve().parents[1] / "../shared/data/traces/lublin_256.swf"
 
 
-def timed(jobs, cluster, policy: str, mode: str, repeats: int):
+def timed(jobs, cluster, policy: str, mode: QueueMode, repeats: int):
     best, result = float("inf"), None
     for _ in range(repeats):
         start = time.perf_counter()

@@ -69,7 +69,7 @@ def live_run(
     executor: GreedyExecutor,
     images: torch.Tensor,
     tuples: list[list[float]],
-) -> float:
+) -> tuple[float, float, float]:
     """(wall s, process CPU s, loop-thread CPU s) until every image went through its four
     segments; the loop thread is this one: Algorithm 1, telemetry and hand-offs run on it."""
     finished = [0]
@@ -101,7 +101,7 @@ def live_run(
 
 def plain_run(
     model: SlimResNet, batches: list[tuple[int, float, list[torch.Tensor]]], device: torch.device
-) -> float:
+) -> tuple[float, float]:
     """(wall s, process CPU s) for the same batches run one after another."""
     keys = {(segment, width) for segment, width, _ in batches}  # extract each key once
     instances = {

@@ -36,6 +36,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import yaml
@@ -111,10 +112,8 @@ def launch(
         log.close()
 
 
-def load(url: str, data: str, duration_s: float, **kwargs) -> LoadReport:
-    return asyncio.run(
-        run_load(LoadgenConfig(**{"url": url, "data": data, "duration_s": duration_s} | kwargs))
-    )
+def load(url: str, data: str, duration_s: float, **kwargs: Any) -> LoadReport:
+    return asyncio.run(run_load(LoadgenConfig(url=url, data=data, duration_s=duration_s, **kwargs)))
 
 
 def summary(stack: str, run: str, report: LoadReport) -> dict:

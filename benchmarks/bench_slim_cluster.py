@@ -23,6 +23,7 @@ import platform
 import time
 from pathlib import Path
 
+from hetsched.slim.executor.greedy import GreedyExecutor
 from hetsched.slim.routers import ROUTERS
 from hetsched.slim.sim.scenario import build_cluster, with_overrides
 from hetsched.slim.sim.scenario_catalog import load_scenario
@@ -39,7 +40,10 @@ def segment_requests_per_cpu_s(router_name: str, load: float, images: int) -> tu
     start = time.process_time()
     cluster.run(router)
     elapsed = time.process_time() - start
-    requests = sum(server.record.completed for server in cluster.servers)
+    executors = [server for server in cluster.servers if isinstance(server, GreedyExecutor)]
+    if len(executors) != len(cluster.servers):
+        raise TypeError("every simulated server should be a greedy executor")
+    requests = sum(executor.record.completed for executor in executors)
     return requests / elapsed, cluster.decisions
 
 

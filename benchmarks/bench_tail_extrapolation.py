@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -64,7 +65,7 @@ def main() -> None:
     catalog = build_catalog(sorted(MODELS))
     models = {key: catalog.models[key].model_dump() for key in catalog.model_keys()}
     console = Console()
-    results = []
+    results: list[dict[str, Any]] = []
     for name in REGRESSORS.names():
         fitted = FittedRegressor(name, REGRESSORS.create(name, seed=args.seed)).fit(rows)
         trained = fitted.node_range()

@@ -25,7 +25,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import ray
@@ -34,6 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from ray import serve
 from ray.exceptions import RayActorError
+from ray.serve import Deployment
 from ray.serve.handle import DeploymentHandle
 
 from hetsched.core.devices import DeviceSpec
@@ -225,17 +226,22 @@ class BatchedClassifier:
 
 
 def build(stack: str, checkpoint_path: Path, servers: int) -> Any:
-    """The Serve application of ``stack`` (``servers`` servers or replicas, one CPU each)."""
+    """The Serve application of ``stack`` (``servers`` servers or replicas, one CPU each).
+
+    ``@serve.deployment`` turns each class into a :class:`Deployment`, which type checkers do not
+    see through: hence the casts."""
     checkpoint = load_checkpoint(checkpoint_path)
     if stack == "serve-batch":
-        return BatchedClassifier.options(num_replicas=servers).bind(checkpoint)
+        return cast(Deployment, BatchedClassifier).options(num_replicas=servers).bind(checkpoint)
     executor: dict[str, Any] = {}  # the executor's defaults, as in hetsched slim serve
     deployments = [
-        SegmentServer.options(name=f"server-{name}").bind(name, checkpoint, executor)
+        cast(Deployment, SegmentServer)
+        .options(name=f"server-{name}")
+        .bind(name, checkpoint, executor)
         for name in server_names(servers)
     ]
     config = {"checkpoint": str(checkpoint_path.resolve()), "executor": executor}
-    return SlimIngress.bind(config, *deployments)
+    return cast(Deployment, SlimIngress).bind(config, *deployments)
 
 
 def main() -> None:

@@ -64,9 +64,7 @@ class FakePool:
             raise PayloadLostError("activation lost")
         done = asyncio.get_running_loop().create_future()
         self._running[index].add(done)
-        asyncio.get_running_loop().call_later(
-            self.seconds, lambda: done.done() or done.set_result(None)
-        )
+        asyncio.get_running_loop().call_later(self.seconds, _resolve, done)
         try:
             await done
         finally:
@@ -134,3 +132,9 @@ class FakeService:
     async def stop(self) -> None:
         if self.front is not None:
             await self.front.stop()
+
+
+def _resolve(future: asyncio.Future) -> None:
+    """Completes a fake block's wait unless it was cancelled (its server was killed)."""
+    if not future.done():
+        future.set_result(None)

@@ -21,8 +21,11 @@ class Service(Protocol):
     metrics: ServingMetrics
     front: Front | None
     """None until :meth:`start` has brought the servers up."""
-    input_spec: InputSpec | None
-    """The model's input shape and normalisation; None until started."""
+
+    @property
+    def input_spec(self) -> InputSpec | None:
+        """The model's input shape and normalisation; None until started (read-only here, so a
+        service that knows it from the start may declare it as a plain ``InputSpec``)."""
 
     async def start(self) -> None:
         """Brings the servers and the routing loop up."""
