@@ -206,6 +206,53 @@ def test_queued_image_past_its_deadline_gets_504():
     assert "deadline passed" in str(results[0])
 
 
+def test_an_image_in_a_server_gets_its_504_at_the_deadline_and_stops_there():
+    """The API promises an answer by the deadline: a block that comes back later must not
+    delay the 504, and the image's later segments must not run."""
+
+    async def scenario():
+        pool = FakePool(n_servers=1, seconds=0.3)
+        front = make_front(pool)
+        front.start()
+        started = asyncio.get_running_loop().time()
+        futures = front.submit([1, 2], deadline_s=0.05)
+        results = await settle(futures)
+        answered_after_s = asyncio.get_running_loop().time() - started
+        held_while_in_server = front.admission.images_in_system
+        while pool.running(0):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        await front.stop()
+        return front, pool, results, answered_after_s, held_while_in_server
+
+    front, pool, results, answered_after_s, held = run(scenario())
+    assert all(isinstance(r, RequestError) and r.status == 504 for r in results)
+    assert "at segment 1 of 4" in str(results[0])
+    assert answered_after_s < 0.25  # at the deadline, not when the 0.3 s block returned
+    assert held == 2  # the images still occupy the server until their segment ends ...
+    assert front.admission.images_in_system == 0  # ... then free their slots
+    assert len(pool.calls) == 1  # no later segment ran
+    assert front.metrics.images.labels("deadline_exceeded")._value.get() == 2
+    assert front.completed == 0
+
+
+def test_an_image_whose_client_left_stops_at_the_next_segment():
+    async def scenario():
+        pool = FakePool(n_servers=1, seconds=0.05)
+        front = make_front(pool, router="jsq-1.0")
+        front.start()
+        (future,) = front.submit([3])
+        await asyncio.sleep(0.01)  # in the server, segment 1
+        future.cancel()
+        await asyncio.sleep(0.2)  # long enough for all four segments, had they run
+        await front.stop()
+        return front, pool
+
+    front, pool = run(scenario())
+    assert len(pool.calls) == 1
+    assert front.admission.images_in_system == 0 and front.completed == 0
+
+
 class IgnoresMasks:
     """A router that always picks server 0, available or not (none of the registered ones)."""
 

@@ -16,6 +16,13 @@ The width the block runs at is the router's, capped by load shedding and raised 
 accuracy floor (:mod:`.jobs`). The router sees the head image's deadline and slack in
 :class:`RouterState`, so an SLO-aware router can also act on them itself.
 
+Deadlines are kept as the API promises them (every image answered by its deadline, else 504):
+when a request's deadline passes, each of its images not yet answered gets its 504 at once, not
+when its segment comes back. An image waiting in the FIFO is dropped there; one in a server is
+dropped when its block returns, and frees its admission slot then (it held the server until
+that segment ended), so late work stops at the next segment boundary instead of running on.
+Images whose client went away (a cancelled future) stop at the next boundary the same way.
+
 Failures never lose an accepted image and never answer one twice. Each image owns one future,
 resolved exactly once (a result, or a :class:`RequestError` naming why). When a server dies, its
 in-flight blocks fail with :class:`ServerFailedError` and their images go back to the FIFO head
@@ -171,6 +178,7 @@ class Front:
             raise
         loop = asyncio.get_running_loop()
         futures = []
+        jobs = []
         for image in images:
             job = Job(
                 self.arrived,
@@ -183,7 +191,10 @@ class Front:
             )
             self.arrived += 1
             self.fifo.append(job)
+            jobs.append(job)
             futures.append(job.future)
+        if deadline_s is not None:
+            loop.call_later(deadline_s, self._deadline_passed, jobs)
         self.metrics.images_in_system.set(self.admission.images_in_system)
         self._wake.set()
         return futures
@@ -254,7 +265,6 @@ class Front:
                 async with asyncio.timeout(IDLE_POLL_S):
                     await self._wake.wait()
             self._wake.clear()
-            self._expire_queued()
             while self.fifo and self.servers_up() > 0:
                 self.route_head()
             self.metrics.fifo_length.set(len(self.fifo))
@@ -275,6 +285,13 @@ class Front:
             return
         count = min(decision.group_size, len(self.fifo))
         jobs = [self.fifo.popleft() for _ in range(count)]
+        if any(job.abandoned for job in jobs):
+            for job in jobs:
+                if job.abandoned:
+                    self._release(job)
+            jobs = [job for job in jobs if not job.abandoned]
+            if not jobs:
+                return
         if not self.pool.is_up(decision.server):  # a router that ignores ServerView.available
             error = RequestError(
                 500,
@@ -315,18 +332,18 @@ class Front:
         floor = max(job.min_width for job in jobs)
         return max(floor, min(chosen, self.width_cap()))
 
-    def _expire_queued(self) -> None:
-        """Answers 504 to queued images whose deadline has passed (they would be late anyway)."""
+    def _deadline_passed(self, jobs: list[Job]) -> None:
+        """At a request's deadline: each of its images not answered yet gets its 504 now and is
+        dropped at its next segment boundary (``route_head``, ``_advance``, ``_requeue``)."""
         now_s = self.clock.now_s()
-        if not any(job.expired(now_s) for job in self.fifo):
-            return
-        kept: deque[Job] = deque()
-        for job in self.fifo:
-            if job.expired(now_s):
-                self._fail(job, job.deadline_error(now_s))
-            else:
-                kept.append(job)
-        self.fifo = kept
+        for job in jobs:
+            if job.future.done() or job.abandoned:  # answered, or its client went away
+                continue
+            error = job.deadline_error(now_s)
+            self.metrics.images.labels(error.reason).inc()
+            self.metrics.dropped.labels(error.reason).inc()
+            job.abandoned = True
+            job.future.set_exception(error)
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -378,6 +395,9 @@ class Front:
         """Puts a failed block's images back at the FIFO head, in their order."""
         now_s = self.clock.now_s()
         for job in reversed(jobs):
+            if job.abandoned or job.future.cancelled():
+                self._release(job)
+                continue
             if failure is not None:
                 job.failures += 1
                 if job.failures >= self.max_attempts:
@@ -392,6 +412,9 @@ class Front:
         """Records each image's finished segment; answers those that ran the last one."""
         finished = []
         for job, result in zip(jobs, results, strict=True):
+            if job.abandoned or job.future.cancelled():  # answered at its deadline, or gone
+                self._release(job)
+                continue
             job.widths.append(result.executed_width)
             job.servers.append(self.pool.names[server])
             job.payload = result.output
@@ -429,6 +452,9 @@ class Front:
     # -- answers (exactly once per image) ---------------------------------------------------------
 
     def _answer(self, job: Job, result: ImageResult) -> None:
+        if job.abandoned:  # its 504 went out at the deadline
+            self._release(job)
+            return
         self.completed += 1
         self.metrics.images.labels("served").inc()
         self.metrics.image_seconds.observe(result.latency_s)
@@ -437,6 +463,9 @@ class Front:
             job.future.set_result(result)
 
     def _fail(self, job: Job, error: RequestError) -> None:
+        if job.abandoned:  # its 504 went out at the deadline
+            self._release(job)
+            return
         self.metrics.images.labels(error.reason).inc()
         self.metrics.dropped.labels(error.reason).inc()
         if self._settle(job, completed=False):
@@ -446,9 +475,13 @@ class Front:
         """Frees the image's admission slot; False when nobody waits any more (client gone)."""
         if job.future.done() and not job.future.cancelled():
             raise RuntimeError(f"image {job.image_id} answered twice")  # a front bug: never hide
+        self._release(job, completed=completed)
+        return not job.future.cancelled()
+
+    def _release(self, job: Job, *, completed: bool = False) -> None:
+        """Frees the image's admission slot (once: it has left the system)."""
         self.admission.release(self.clock.now_s(), 1, completed=completed)
         self.metrics.images_in_system.set(self.admission.images_in_system)
-        return not job.future.cancelled()
 
 
 def _log_crash(task: asyncio.Task) -> None:

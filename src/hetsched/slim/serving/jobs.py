@@ -60,17 +60,16 @@ class Job:
     reroutes: int = 0
     queue_s: float = 0.0
     compute_s: float = 0.0
-
-    def expired(self, now_s: float) -> bool:
-        """Whether its deadline has passed."""
-        return self.deadline_s is not None and self.deadline_s < now_s
+    abandoned: bool = False
+    """Answered 504 at its deadline while still queued or in a server; it is dropped (and its
+    admission slot freed) at its next segment boundary."""
 
     def deadline_error(self, now_s: float) -> RequestError:
         """The 504 it gets when its deadline passed while it waited."""
         return RequestError(
             504,
-            f"deadline passed after {now_s - self.arrival_s:.3f} s, before segment"
-            f" {self.segment + 1} of {NUM_SEGMENTS} ran",
+            f"deadline passed after {now_s - self.arrival_s:.3f} s, at segment"
+            f" {self.segment + 1} of {NUM_SEGMENTS}",
             "deadline_exceeded",
         )
 
