@@ -12,7 +12,9 @@ Run: ``.venv/bin/python benchmarks/bench_serving_overload.py --checkpoint CKPT``
 2. **Open loop** at each multiple of C in ``--multiples`` (Poisson, seeded, single-image PNG
    requests, each with the deadline ``--deadline-s`` in the ``X-Deadline-S`` header): goodput
    (images answered 200 within the deadline, per second), refusals (429/503) and their latency,
-   p50/p99 of admitted requests, other errors.
+   p50/p99 of admitted requests answered 200 (``admitted_*``), p99 of every admitted request
+   with those answered 504 at their deadline (``answered_p99_ms``, ``deadline_504``), other
+   errors.
 
 The figures that matter: goodput at 3x / goodput at 1x (target >= 0.9), p99 of refusals at 3x
 (target <= 20 ms) and p99 of admitted requests against the deadline.
@@ -77,6 +79,10 @@ def row(name: str, offered: float | None, report: LoadReport) -> dict:
         "goodput_images_per_s": round(report.goodput_images_per_s, 1),
         "admitted_p50_ms": round(1e3 * report.latency_s["p50"], 1),
         "admitted_p99_ms": round(1e3 * report.latency_s["p99"], 1),
+        "answered_p99_ms": round(
+            1e3 * (report.admitted_latency_s or {}).get("p99", float("nan")), 1
+        ),
+        "deadline_504": report.errors.get("504", 0),
         "refused": refused,
         "refusal_p50_ms": round(1e3 * refusals.get("p50", float("nan")), 2),
         "refusal_p99_ms": round(1e3 * refusals.get("p99", float("nan")), 2),

@@ -102,6 +102,9 @@ class LoadReport:
     """p50/p90/p99/mean/max of successful requests, client side."""
     refusal_latency_s: dict[str, float] | None
     """The same of 429/503 refusals (how fast overload is answered); None without refusals."""
+    admitted_latency_s: dict[str, float] | None
+    """The same of every request the server admitted: answered 200, or 504 at its deadline (how
+    long an admitted client waits for an answer); None without any."""
     accuracy: float | None
     energy_j_per_image: float | None
     energy_source: str
@@ -208,6 +211,7 @@ async def run_load(config: LoadgenConfig) -> LoadReport:
         await client.close()
     served = after[1] - before[1]
     energy = (after[0] - before[0]) / served if served > 0 else None
+    admitted = run.latencies_s + run.deadline_latencies_s
     return LoadReport(
         mode=mode,
         duration_s=elapsed_s,
@@ -221,6 +225,7 @@ async def run_load(config: LoadgenConfig) -> LoadReport:
         refusal_latency_s=_percentiles(run.refusal_latencies_s)
         if run.refusal_latencies_s
         else None,
+        admitted_latency_s=_percentiles(admitted) if admitted else None,
         accuracy=run.correct / run.images_ok if run.images_ok else None,
         energy_j_per_image=energy,
         energy_source=after[2],
@@ -254,6 +259,8 @@ class _Run:
         self.sent = self.images_ok = self.images_on_time = self.correct = 0
         self.latencies_s: list[float] = []
         self.refusal_latencies_s: list[float] = []
+        self.deadline_latencies_s: list[float] = []
+        """Of 504 replies: admitted, then answered at the deadline."""
         self.errors: Counter[str] = Counter()
         self.error_examples: dict[str, str] = {}
 
@@ -313,6 +320,8 @@ class _Run:
             self.error_examples.setdefault(key, reply.body[:300].decode(errors="replace"))
             if key in REFUSALS:
                 self.refusal_latencies_s.append(elapsed_s)
+            elif key == "504":
+                self.deadline_latencies_s.append(elapsed_s)
             return
         self.latencies_s.append(elapsed_s)
         results = json.loads(reply.body)["results"]
