@@ -89,11 +89,12 @@ class AdmissionController:
         return (self.images_in_system + images) / rate
 
     def check(
-        self, images: int, *, servers_up: int, deadline_s: float | None
+        self, images: int, *, servers_up: int, deadline_s: float | None, spent_s: float = 0.0
     ) -> RequestError | None:
         """The refusal ``images`` more would get now, or None if they fit (nothing reserved).
 
         Cheap enough to run on the request's headers alone, before its body is read.
+        ``spent_s``: seconds of the deadline already gone (reading and decoding the body).
         """
         if servers_up == 0:
             return RequestError(
@@ -107,6 +108,12 @@ class AdmissionController:
                 f" ever answered ({fastest_s:.3f} s): it cannot be met at any load",
                 "deadline_too_short",
             )
+        if deadline_s is not None and spent_s >= deadline_s:
+            return RequestError(
+                504,
+                f"deadline passed after {spent_s:.3f} s, while the request was read and decoded",
+                "deadline_exceeded",
+            )
         wait_s = self.expected_wait_s(images)
         if self.images_in_system + images > self.max_images_in_system:
             return RequestError(
@@ -116,26 +123,33 @@ class AdmissionController:
                 "queue_full",
                 retry_after_s=wait_s,
             )
-        budget_s = None if deadline_s is None else deadline_s * self.deadline_headroom
+        budget_s = None if deadline_s is None else deadline_s * self.deadline_headroom - spent_s
         if budget_s is not None and wait_s is not None and wait_s > budget_s:
             return RequestError(
                 429,
                 f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"
-                f" {wait_s:.3f} s at the recent rate (admitted up to {budget_s:.3f} s)",
+                f" {wait_s:.3f} s at the recent rate (admitted up to {budget_s:.3f} s more)",
                 "deadline_unmeetable",
-                retry_after_s=wait_s - budget_s,
+                retry_after_s=max(0.0, wait_s - budget_s),
             )
         return None
 
     def admit(
-        self, now_s: float, images: int, *, servers_up: int, deadline_s: float | None
+        self,
+        now_s: float,
+        images: int,
+        *,
+        servers_up: int,
+        deadline_s: float | None,
+        spent_s: float = 0.0,
     ) -> None:
         """Reserves room for ``images`` arriving at ``now_s``, or raises.
 
         Raises:
-            RequestError: 503 with no server up, 429 when full or the deadline is unmeetable.
+            RequestError: 503 with no server up, 422/504 for a deadline too short or already
+                passed, 429 when full or the deadline is unmeetable.
         """
-        refusal = self.check(images, servers_up=servers_up, deadline_s=deadline_s)
+        refusal = self.check(images, servers_up=servers_up, deadline_s=deadline_s, spent_s=spent_s)
         if refusal is not None:
             raise refusal
         if self.images_in_system == 0:
