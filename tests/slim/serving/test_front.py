@@ -277,6 +277,21 @@ def test_the_deadline_counts_from_the_requests_arrival_not_from_its_decoding():
     assert answered_after_s < 0.15  # 0.05 s were left of its 0.2 s at submission
 
 
+def test_a_queued_image_whose_client_left_is_never_sent_to_a_server():
+    async def scenario():
+        pool = FakePool(n_servers=1)
+        front = make_front(pool)
+        front.start()
+        (future,) = front.submit([4])
+        future.cancel()  # before the routing loop's next turn places it
+        await asyncio.sleep(0.2)  # several routing-loop polls
+        await front.stop()
+        return front, pool
+
+    front, pool = run(scenario())
+    assert pool.calls == [] and front.admission.images_in_system == 0
+
+
 class IgnoresMasks:
     """A router that always picks server 0, available or not (none of the registered ones)."""
 

@@ -296,11 +296,11 @@ class Front:
             return
         count = min(decision.group_size, len(self.fifo))
         jobs = [self.fifo.popleft() for _ in range(count)]
-        if any(job.abandoned for job in jobs):
+        if any(job.unwanted for job in jobs):
             for job in jobs:
-                if job.abandoned:
+                if job.unwanted:
                     self._release(job)
-            jobs = [job for job in jobs if not job.abandoned]
+            jobs = [job for job in jobs if not job.unwanted]
             if not jobs:
                 return
         if not self.pool.is_up(decision.server):  # a router that ignores ServerView.available
@@ -406,7 +406,7 @@ class Front:
         """Puts a failed block's images back at the FIFO head, in their order."""
         now_s = self.clock.now_s()
         for job in reversed(jobs):
-            if job.abandoned or job.future.cancelled():
+            if job.unwanted:
                 self._release(job)
                 continue
             if failure is not None:
@@ -423,7 +423,7 @@ class Front:
         """Records each image's finished segment; answers those that ran the last one."""
         finished = []
         for job, result in zip(jobs, results, strict=True):
-            if job.abandoned or job.future.cancelled():  # answered at its deadline, or gone
+            if job.unwanted:
                 self._release(job)
                 continue
             job.widths.append(result.executed_width)

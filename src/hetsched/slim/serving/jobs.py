@@ -64,6 +64,12 @@ class Job:
     """Answered 504 at its deadline while still queued or in a server; it is dropped (and its
     admission slot freed) at its next segment boundary."""
 
+    @property
+    def unwanted(self) -> bool:
+        """Nobody waits for its answer any more (answered at its deadline, or its client left):
+        it should run no further segment."""
+        return self.abandoned or self.future.cancelled()
+
     def deadline_error(self, now_s: float) -> RequestError:
         """The 504 it gets when its deadline passed while it waited."""
         return RequestError(
