@@ -75,3 +75,15 @@ def test_time_spent_reading_the_request_counts_against_its_deadline():
         controller.admit(2.0, 1, servers_up=1, deadline_s=3.0, spent_s=3.0)
     assert (passed.value.status, passed.value.reason) == (504, "deadline_exceeded")
     assert controller.images_in_system == 21
+
+
+def test_an_empty_system_never_refuses_for_its_rate_estimate_alone():
+    """A rate estimate gone low (many images dropped) must not lock the server out for good:
+    with nothing queued, only a completion could correct it."""
+    controller = AdmissionController(100)
+    controller.admit(0.0, 1, servers_up=1, deadline_s=None)
+    controller.release(10.0, 1, completed=True)  # 0.1 images/s
+    controller.admit(10.0, 1, servers_up=1, deadline_s=0.5)  # 10 s expected, but nothing queued
+    with pytest.raises(RequestError) as caught:
+        controller.admit(10.0, 1, servers_up=1, deadline_s=0.5)
+    assert caught.value.reason == "deadline_unmeetable"

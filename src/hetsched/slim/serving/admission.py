@@ -124,7 +124,10 @@ class AdmissionController:
                 retry_after_s=wait_s,
             )
         budget_s = None if deadline_s is None else deadline_s * self.deadline_headroom - spent_s
-        if budget_s is not None and wait_s is not None and wait_s > budget_s:
+        # Never for an empty system: with no queue to drain the estimate has nothing to say,
+        # and a refusal there would stand forever (no completion would correct the rate).
+        queued = self.images_in_system > 0
+        if budget_s is not None and wait_s is not None and wait_s > budget_s and queued:
             return RequestError(
                 429,
                 f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"

@@ -423,8 +423,8 @@ class Front:
         """Records each image's finished segment; answers those that ran the last one."""
         finished = []
         for job, result in zip(jobs, results, strict=True):
-            if job.unwanted:
-                self._release(job)
+            if job.unwanted:  # served a segment, then left: a departure for the drain rate
+                self._release(job, completed=True)
                 continue
             job.widths.append(result.executed_width)
             job.servers.append(self.pool.names[server])
@@ -463,8 +463,8 @@ class Front:
     # -- answers (exactly once per image) ---------------------------------------------------------
 
     def _answer(self, job: Job, result: ImageResult) -> None:
-        if job.abandoned:  # its 504 went out at the deadline
-            self._release(job)
+        if job.abandoned:  # its 504 went out at the deadline; it was served all the same
+            self._release(job, completed=True)
             return
         self.completed += 1
         self.metrics.images.labels("served").inc()
@@ -490,7 +490,9 @@ class Front:
         return not job.future.cancelled()
 
     def _release(self, job: Job, *, completed: bool = False) -> None:
-        """Frees the image's admission slot (once: it has left the system)."""
+        """Frees the image's admission slot (once: it has left the system). ``completed``: it
+        left after being served (counted in admission's drain rate), not failed or dropped
+        unserved."""
         self.admission.release(self.clock.now_s(), 1, completed=completed)
         self.metrics.images_in_system.set(self.admission.images_in_system)
 
