@@ -253,30 +253,6 @@ def test_an_image_whose_client_left_stops_at_the_next_segment():
     assert front.admission.images_in_system == 0 and front.completed == 0
 
 
-def test_the_deadline_counts_from_the_requests_arrival_not_from_its_decoding():
-    async def scenario():
-        pool = FakePool(n_servers=1, seconds=0.3)
-        front = make_front(pool)
-        front.start()
-        now_s = front.clock.now_s()
-        with pytest.raises(RequestError) as late:  # spent its whole deadline being read
-            front.submit([1], deadline_s=0.05, arrived_s=now_s - 0.06)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        results = await settle(front.submit([2], deadline_s=0.2, arrived_s=now_s - 0.15))
-        answered_after_s = loop.time() - started
-        await front.stop()
-        return front, late.value, results, answered_after_s
-
-    front, late, results, answered_after_s = run(scenario())
-    assert (late.status, late.reason) == (504, "deadline_exceeded") and "read and decoded" in str(
-        late
-    )
-    assert front.arrived == 1  # the late request was never admitted
-    assert isinstance(results[0], RequestError) and results[0].status == 504
-    assert answered_after_s < 0.15  # 0.05 s were left of its 0.2 s at submission
-
-
 def test_a_queued_image_whose_client_left_is_never_sent_to_a_server():
     async def scenario():
         pool = FakePool(n_servers=1)

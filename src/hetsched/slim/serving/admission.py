@@ -89,12 +89,11 @@ class AdmissionController:
         return (self.images_in_system + images) / rate
 
     def check(
-        self, images: int, *, servers_up: int, deadline_s: float | None, spent_s: float = 0.0
+        self, images: int, *, servers_up: int, deadline_s: float | None
     ) -> RequestError | None:
         """The refusal ``images`` more would get now, or None if they fit (nothing reserved).
 
         Cheap enough to run on the request's headers alone, before its body is read.
-        ``spent_s``: seconds of the deadline already gone (reading and decoding the body).
         """
         if servers_up == 0:
             return RequestError(
@@ -108,12 +107,6 @@ class AdmissionController:
                 f" ever answered ({fastest_s:.3f} s): it cannot be met at any load",
                 "deadline_too_short",
             )
-        if deadline_s is not None and spent_s >= deadline_s:
-            return RequestError(
-                504,
-                f"deadline passed after {spent_s:.3f} s, while the request was read and decoded",
-                "deadline_exceeded",
-            )
         wait_s = self.expected_wait_s(images)
         if self.images_in_system + images > self.max_images_in_system:
             return RequestError(
@@ -123,7 +116,7 @@ class AdmissionController:
                 "queue_full",
                 retry_after_s=wait_s,
             )
-        budget_s = None if deadline_s is None else deadline_s * self.deadline_headroom - spent_s
+        budget_s = None if deadline_s is None else deadline_s * self.deadline_headroom
         # Never for an empty system: with no queue to drain the estimate has nothing to say,
         # and a refusal there would stand forever (no completion would correct the rate).
         queued = self.images_in_system > 0
@@ -131,28 +124,21 @@ class AdmissionController:
             return RequestError(
                 429,
                 f"deadline {deadline_s:.3f} s cannot be met: serving it would take about"
-                f" {wait_s:.3f} s at the recent rate (admitted up to {budget_s:.3f} s more)",
+                f" {wait_s:.3f} s at the recent rate (admitted up to {budget_s:.3f} s)",
                 "deadline_unmeetable",
-                retry_after_s=max(0.0, wait_s - budget_s),
+                retry_after_s=wait_s - budget_s,
             )
         return None
 
     def admit(
-        self,
-        now_s: float,
-        images: int,
-        *,
-        servers_up: int,
-        deadline_s: float | None,
-        spent_s: float = 0.0,
+        self, now_s: float, images: int, *, servers_up: int, deadline_s: float | None
     ) -> None:
         """Reserves room for ``images`` arriving at ``now_s``, or raises.
 
         Raises:
-            RequestError: 503 with no server up, 422/504 for a deadline too short or already
-                passed, 429 when full or the deadline is unmeetable.
+            RequestError: 503 with no server up, 429 when full or the deadline is unmeetable.
         """
-        refusal = self.check(images, servers_up=servers_up, deadline_s=deadline_s, spent_s=spent_s)
+        refusal = self.check(images, servers_up=servers_up, deadline_s=deadline_s)
         if refusal is not None:
             raise refusal
         if self.images_in_system == 0:

@@ -127,7 +127,6 @@ def create_app(service: Service) -> FastAPI:
         front, spec = service.front, service.input_spec
         if front is None or spec is None:
             raise RequestError(503, "the servers are still starting", "starting", 1.0)
-        arrived_s = front.clock.now_s()  # the deadline counts from here, reading included
         inputs = await read_classify(request, spec, config.admission, decoder)
         options = inputs.options
         deadline_s = options.deadline_s or header_deadline_s(request.headers.get(DEADLINE_HEADER))
@@ -135,7 +134,6 @@ def create_app(service: Service) -> FastAPI:
             inputs.images,
             deadline_s or config.admission.default_deadline_s,
             options.min_width,
-            arrived_s,
         )
         results = await gather_results(futures)
         metrics.request_seconds.observe(time.perf_counter() - started_s)

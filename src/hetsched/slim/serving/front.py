@@ -155,34 +155,23 @@ class Front:
         images: Sequence[Any],
         deadline_s: float | None = None,
         min_width: float | None = None,
-        arrived_s: float | None = None,
     ) -> list[asyncio.Future[ImageResult]]:
         """Accepts ``images`` (one request) or raises; returns one future per image.
 
         Args:
             images: Segment-0 inputs (arrays, or handles the pool understands).
-            deadline_s: Seconds from the request's arrival by which every image must be
-                answered, or None.
+            deadline_s: Seconds from now by which every image must be answered, or None.
             min_width: No segment of these images runs narrower, or None (no floor).
-            arrived_s: When the request arrived (this front's clock), before its body was read
-                and decoded: its deadline and latency count from there. Default: now.
 
         Raises:
-            RequestError: 422 for a ``min_width`` above every served width; 504 when the
-                deadline passed while the body was read and decoded; 429/503 from admission
-                control (nothing was accepted).
+            RequestError: 422 for a ``min_width`` above every served width; 429/503 from
+                admission control (nothing was accepted).
         """
         floor = width_floor(self.widths, min_width)
         now_s = self.clock.now_s()
-        arrival_s = now_s if arrived_s is None else min(arrived_s, now_s)
-        left_s = None if deadline_s is None else deadline_s - (now_s - arrival_s)
         try:
             self.admission.admit(
-                now_s,
-                len(images),
-                servers_up=self.servers_up(),
-                deadline_s=deadline_s,
-                spent_s=now_s - arrival_s,
+                now_s, len(images), servers_up=self.servers_up(), deadline_s=deadline_s
             )
         except RequestError as error:
             self.metrics.rejected.labels(error.reason).inc(len(images))
@@ -194,8 +183,8 @@ class Front:
             job = Job(
                 self.arrived,
                 image,
-                arrival_s,
-                None if deadline_s is None else arrival_s + deadline_s,
+                now_s,
+                None if deadline_s is None else now_s + deadline_s,
                 floor,
                 loop.create_future(),
                 now_s,
@@ -204,8 +193,8 @@ class Front:
             self.fifo.append(job)
             jobs.append(job)
             futures.append(job.future)
-        if left_s is not None:
-            loop.call_later(left_s, self._deadline_passed, jobs)
+        if deadline_s is not None:
+            loop.call_later(deadline_s, self._deadline_passed, jobs)
         self.metrics.images_in_system.set(self.admission.images_in_system)
         self._wake.set()
         return futures

@@ -166,7 +166,6 @@ def oip_router(service: Service, decoder: Decoder) -> APIRouter:
         front, spec = service.front, _spec(service)
         if front is None:
             raise RequestError(503, "the servers are still starting", "starting", 1.0)
-        arrived_s = front.clock.now_s()  # the deadline counts from here, reading included
         limits = config.admission
         header_length = request.headers.get(HEADER_LENGTH)
         body = await read_body(request, limits.max_body_bytes)
@@ -179,7 +178,6 @@ def oip_router(service: Service, decoder: Decoder) -> APIRouter:
             decoded.images,
             deadline_s or limits.default_deadline_s,
             parameters.min_width,
-            arrived_s,
         )
         results = await gather_results(futures)
         wanted = [o.name for o in decoded.request.outputs or []] or list(OUTPUT_NAMES)
