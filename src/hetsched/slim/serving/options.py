@@ -32,7 +32,8 @@ class RequestOptions(StrictModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     deadline_s: PositiveSeconds | None = None
-    """Seconds from arrival by which every image must be answered (else 504)."""
+    """Seconds from admission (once the request's body is read and decoded) by which every
+    image must be answered; 504 at that moment otherwise, whether it waits or is running."""
     top_k: Annotated[int, Field(ge=1, le=1000)] | None = None
     """Scores returned per image."""
     min_width: WidthFraction | None = None
