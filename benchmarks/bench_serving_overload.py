@@ -102,7 +102,10 @@ def main() -> None:
     parser.add_argument("--multiples", default="1,3", help="offered load / capacity, commas")
     parser.add_argument("--out", type=Path, default=Path("runs/slim-serving/overload.json"))
     parser.add_argument(
-        "--server-nice", type=int, default=0, help="niceness of the server actors (0-19)"
+        "--server-nice",
+        type=int,
+        default=0,
+        help="niceness of the servers (0-19; with --pool local, of their threads)",
     )
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")

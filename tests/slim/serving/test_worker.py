@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,6 +101,29 @@ def test_read_only_and_other_dtype_inputs_are_copied_and_never_written(worker, m
     with torch.inference_mode():
         expected = model.segments[0](batch, 1.0).numpy()
     np.testing.assert_allclose(np.stack([r.output for r in results]), expected, atol=1e-4)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="per-thread niceness is Linux's")
+def test_a_nicer_server_lowers_its_own_threads_and_not_the_callers(model):
+    """``pool: local``: the server shares the front's process; only its threads give way."""
+    worker = SegmentWorker(model, "cpu", ExecutorConfig(), "nicer", nice=5)
+    try:
+        x = np.zeros((3, 8, 8), np.float32)
+        asyncio.run(worker.run_block(1.0, [(0, 1.0, x)]))  # starts a batch thread
+        loop_tid = []
+        worker.loop.call_soon_threadsafe(lambda: loop_tid.append(threading.get_native_id()))
+        while not loop_tid:
+            time.sleep(0.001)
+        batch_tids = [t.native_id for t in worker.backend._pool._threads]
+        caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        expected = min(19, caller + 5)
+        assert os.getpriority(os.PRIO_PROCESS, loop_tid[0]) == expected
+        assert batch_tids and all(
+            os.getpriority(os.PRIO_PROCESS, tid) == expected for tid in batch_tids
+        )
+    finally:
+        worker.close()
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller
 
 
 def test_a_crashed_loop_is_reported(worker):

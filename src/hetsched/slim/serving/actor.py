@@ -16,41 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 import ray
 
 from hetsched.core.gc_pauses import freeze_startup_objects
 from hetsched.slim.serving.metrics import ServerSnapshot
+from hetsched.slim.serving.priority import lower_process_priority
 from hetsched.slim.serving.worker import worker_from_checkpoint
 
 LOG = logging.getLogger(__name__)
 WATCHDOG_INTERVAL_S = 0.1
-
-
-MAX_NICE = 19
-TASKS = Path("/proc/self/task")
-
-
-def lower_priority(nice: int) -> None:
-    """Adds ``nice`` to the niceness of every thread of this process (capped at 19).
-
-    On Linux niceness belongs to each thread (``os.nice`` changes only the caller's) and a new
-    thread inherits its creator's, so every existing thread is changed: Ray's own threads, the
-    one running the constructor, and through them the executor's later ones. Elsewhere (no
-    ``/proc``), ``os.nice``, which is per process there.
-    """
-    if not TASKS.is_dir():
-        os.nice(nice)
-        return
-    for task in TASKS.iterdir():
-        tid = int(task.name)
-        try:
-            now = os.getpriority(os.PRIO_PROCESS, tid)
-            os.setpriority(os.PRIO_PROCESS, tid, min(MAX_NICE, now + nice))
-        except ProcessLookupError:
-            continue  # the thread ended meanwhile
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
@@ -81,7 +57,7 @@ class ServerActor:
         compute_slots: int | None = None,
     ) -> None:
         if nice:
-            lower_priority(nice)
+            lower_process_priority(nice)
         self.worker = worker_from_checkpoint(
             name,
             checkpoint,

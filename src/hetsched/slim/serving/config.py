@@ -40,9 +40,11 @@ class ServerConfig(StrictModel, use_attribute_docstrings=True):
     split (benchmarks/RESULTS.md, "one server per host"). ``pool: local`` runs every server in one
     process, which has one thread pool: the largest value of its servers applies to all."""
     nice: int = Field(0, ge=0, le=19)
-    """CPU niceness the actor's process adds to itself (``os.nice``; only lowering its priority,
-    which needs no privilege). Where servers share cores with the front, a positive value lets
-    the front's admission answer (and refuse) promptly while the servers are saturated."""
+    """CPU niceness the server adds to itself (only lowering its priority, which needs no
+    privilege): a Ray actor to every thread of its process, a ``pool: local`` server to its own
+    threads (Linux only; the front's thread keeps its priority). Where servers share cores with
+    the front, a positive value lets the front's admission answer (and refuse) promptly while the
+    servers are saturated."""
     onednn_cache_capacity: int | None = Field(256, ge=0, le=MAX_CACHE_ENTRIES, strict=True)
     """oneDNN's primitive cache entries in the actor's process (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``;
     None: oneDNN's own default, 1,024). Torch's CPU convolutions create primitives per new input
@@ -121,8 +123,8 @@ class ServeConfig(StrictModel, use_attribute_docstrings=True):
     """Where the servers run: ``ray``, one Ray actor each (any host of a Ray cluster; a crashed
     server is restarted and its images re-routed while the others serve); ``local``, threads of
     the front's own process (one host, no Ray: no per-segment hop through the object store, but
-    a crash of the process is a total outage; ``nice`` does not apply, and ``num_cpus`` bounds
-    the batches each server computes at once)."""
+    a crash of the process is a total outage; ``num_cpus`` bounds the batches each server
+    computes at once)."""
     router: str = "random"
     """A registered router name (``hetsched.slim.routers.ROUTERS``) or a PPO checkpoint file."""
     router_seed: int = 0

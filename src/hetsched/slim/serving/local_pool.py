@@ -40,8 +40,8 @@ class LocalServerPool(PolledServerPool):
 
     Args:
         servers: The configured servers (router index order); a server computes ``num_cpus //
-            torch_threads`` batches at once (at least one); ``nice`` is a Ray setting and does
-            not apply here.
+            torch_threads`` batches at once (at least one) on threads reniced by its ``nice``
+            (the front's thread keeps its priority).
         checkpoint: The model checkpoint dict.
         executor_config: Algorithm 1's knobs for every executor.
         telemetry_interval_s: Seconds between two telemetry polls of each server.
@@ -178,6 +178,7 @@ class LocalServerPool(PolledServerPool):
             server.spec,
             compute_slots=server.compute_slots(self._torch_threads),
             torch_threads=self._torch_threads,
+            nice=server.nice,
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from hetsched.slim.live.torch_backend import TorchBackend
 from hetsched.slim.model.checkpoint import model_from_checkpoint
 from hetsched.slim.model.slimresnet import SlimResNet
 from hetsched.slim.serving.metrics import ServerSnapshot
+from hetsched.slim.serving.priority import lower_thread_priority
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class SegmentWorker:
         spec: Device spec for the power model (default: the backend's datasheet choice).
         compute_slots: Batches that may compute at once (default: the backend's, every core of
             this process on the CPU; servers that share a process take their share).
+        nice: Niceness added to this server's threads (its loop and, started from it, its batch
+            threads), for servers that share a process with the front (0: none).
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class SegmentWorker:
         name: str,
         spec: DeviceSpec | None = None,
         compute_slots: int | None = None,
+        nice: int = 0,
     ) -> None:
         self.name = name
         self.loop = RealTimeLoop()
@@ -77,6 +82,8 @@ class SegmentWorker:
         self.executor = GreedyExecutor(self.backend, self.loop, config, name)
         self.crash: BaseException | None = None
         self.loop.start()
+        if nice:  # first on the loop's thread: before it starts any batch thread
+            self.loop.call_soon_threadsafe(partial(lower_thread_priority, nice))
 
     async def run_block(
         self, width: float, items: Sequence[tuple[int, float, np.ndarray]]
@@ -184,6 +191,7 @@ def worker_from_checkpoint(
     spec: str | None = None,
     compute_slots: int | None = None,
     torch_threads: int = 1,
+    nice: int = 0,
 ) -> SegmentWorker:
     """A server's worker as a server process builds it: ``torch_threads`` intra-op threads (one by
     default: servers on one host must not fight over cores), the model from the checkpoint dict,
@@ -200,6 +208,7 @@ def worker_from_checkpoint(
         name,
         load_device(spec) if spec else None,
         compute_slots,
+        nice,
     )
 
 
