@@ -42,6 +42,7 @@ from hetsched.core.metrics import summarize
 from hetsched.slim.executor.config import ExecutorConfig
 from hetsched.slim.model.checkpoint import load_checkpoint, model_from_checkpoint
 from hetsched.slim.model.data import load_dataset
+from hetsched.slim.routers import ROUTERS
 from hetsched.slim.serving.loadgen import LoadgenConfig, run_load, wait_ready
 from hetsched.slim.serving.worker import SegmentWorker
 
@@ -227,6 +228,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.torch_threads is not None and args.torch_threads < 1:
         parser.error("--torch-threads must be at least 1")
+    if args.overhead_router not in ROUTERS.names():
+        parser.error(
+            f"--overhead-router: unknown router {args.overhead_router!r};"
+            f" one of {', '.join(ROUTERS.names())}"
+        )
     if args.torch_threads is None:
         args.torch_threads = torch.get_num_threads()
     torch.set_num_threads(args.torch_threads)
