@@ -127,6 +127,7 @@ def loadgen_command(
     table.add_column("value", justify="right")
     latency = report.latency_s
     refusals = report.refusal_latency_s
+    admitted = report.admitted_latency_s
     energy = report.energy_j_per_image
     rows = [
         ("requests sent / ok", f"{report.requests_sent} / {report.requests_ok}"),
@@ -136,6 +137,10 @@ def loadgen_command(
         (
             "refusals 429/503 p50 / p99 (ms)",
             "none" if refusals is None else _millis(refusals["p50"], refusals["p99"]),
+        ),
+        (
+            "admitted, 200 or 504, p50 / p99 (ms)",
+            "none" if admitted is None else _millis(admitted["p50"], admitted["p99"]),
         ),
         ("errors", ", ".join(f"{k}: {v}" for k, v in sorted(report.errors.items())) or "none"),
         ("accuracy vs labels", "n/a" if report.accuracy is None else f"{report.accuracy:.1%}"),
