@@ -281,6 +281,14 @@ def test_bad_background_is_rejected_naming_the_flag(text):
     assert result.exit_code != 0 and "--background" in str(result.exception)
 
 
+def test_an_unknown_regressor_is_a_one_line_error_naming_the_choices():
+    result = CliRunner().invoke(typer_app, ["tail", "benchmark", "--regressor", "svm"])
+    assert result.exit_code != 0
+    assert "--regressor must be one of" in str(result.exception) and "gaussian_process" in str(
+        result.exception
+    )
+
+
 def test_background_parses_a_uniform_range():
     assert parse_background("0,0.75") == (0.0, 0.75)
     assert parse_background("0.3,0.3") == (0.3, 0.3)

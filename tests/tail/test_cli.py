@@ -90,7 +90,7 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
     assert result.exit_code == 0, result.output
     assert "random_forest" in result.output and (repo / "v0001" / "meta.json").is_file()
     over = json.loads((repo / "v0001" / "report.json").read_text())["over_splits"]
-    assert {r["regressor"] for r in over} == {"random_forest", "xgboost", "mlp"}
+    assert {r["regressor"] for r in over} == {"random_forest", "xgboost", "mlp", "gaussian_process"}
     assert all(r["splits"] == 2 for r in over)
     assert all(r["rmsle_min"] <= r["rmsle_mean"] <= r["rmsle_max"] for r in over)
     assert "repeat spread: RMSLE floor" in result.output  # the cell columns survived `dataset`
@@ -115,11 +115,14 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
         "7",
         "--queries",
         "32",
+        "--regressor",
+        "gaussian_process",
         "--out",
         str(out),
     )
     assert result.exit_code == 0, result.output
-    assert json.loads((out / "benchmark.json").read_text())["queries"] == 32
+    report = json.loads((out / "benchmark.json").read_text())
+    assert report["queries"] == 32 and report["regressor"] == "gaussian_process"
     assert (out / "avg_np90.png").is_file()
 
 

@@ -71,7 +71,12 @@ def test_metrics():
 
 def test_table_iii_and_repository(tmp_path, rows):
     table = compare_regressors(rows, seed=0)
-    assert {r["regressor"] for r in table} == {"random_forest", "xgboost", "mlp"}
+    assert {r["regressor"] for r in table} == {
+        "random_forest",
+        "xgboost",
+        "mlp",
+        "gaussian_process",
+    }
     assert min(r["rmsle"] for r in table) < 0.2
     assert all(r["rmse_ms"] > 0 and r["test_rows"] == 60 for r in table)
     repo = ModelRepository(tmp_path / "m")

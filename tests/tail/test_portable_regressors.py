@@ -16,6 +16,7 @@ from hetsched.tail.regressors import (
     FittedRegressor,
     ModelRepository,
     feature_matrix,
+    fit_quietly,
     log_target,
 )
 
@@ -25,7 +26,7 @@ def test_json_round_trip_predicts_like_the_estimator(name, rows):
     estimator = REGRESSORS.create(name, seed=0)
     if name == "mlp":
         estimator.set_params(mlpregressor__max_iter=200)
-    estimator.fit(feature_matrix(rows), log_target(rows))
+    fit_quietly(estimator, feature_matrix(rows), log_target(rows))
     x = feature_matrix(rows[:50])
     # A JSON text round trip: what the repository writes and reads.
     loaded = from_document(json.loads(json.dumps(to_document(estimator))), "mem")
@@ -111,3 +112,20 @@ def test_fitted_regressor_predicts_through_the_portable_form(fitted):
         for s, c in [(1, 1), (50, 8)]
     ]
     np.testing.assert_allclose(twin.predict_p90_s(rows), fitted.predict_p90_s(rows))
+
+
+def test_a_gaussian_process_file_whose_arrays_do_not_fit_is_refused(rows):
+    estimator = REGRESSORS.create("gaussian_process", seed=0)
+    fit_quietly(estimator, feature_matrix(rows[:40]), log_target(rows[:40]))
+    document = to_document(estimator)
+    assert document["kind"] == "gaussian_process"
+    for key, bad in (
+        ("dual_coef", [1.0, 2.0]),  # one coefficient per training input
+        ("length_scale", [0.0] * 5),  # a zero length scale divides by zero
+        ("train_x", [[0.0, 1.0]] * 40),  # training inputs narrower than the scaler
+    ):
+        broken = {**document, "params": {**document["params"], key: bad}}
+        with pytest.raises(DataError, match="Gaussian process arrays do not fit together"):
+            from_document(broken, "mem")
+    with pytest.raises(DataError, match="malformed gaussian_process parameters"):
+        from_document({**document, "params": {"mean": [0.0]}}, "mem")

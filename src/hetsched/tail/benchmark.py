@@ -165,6 +165,7 @@ def run_benchmark(
     return {
         "nodes": names,
         "latency_model": latency.__dict__,
+        "regressor": regressor_name,
         "objective": objective,
         "background_range": list(background),
         "seeds": per_seed,

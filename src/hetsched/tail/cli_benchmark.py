@@ -24,7 +24,7 @@ from hetsched.tail.harness import parse_node_specs
 from hetsched.tail.live_benchmark import run_live_benchmark
 from hetsched.tail.live_nodes import resolve_nodes
 from hetsched.tail.placement import SCORERS
-from hetsched.tail.regressors import ModelRepository
+from hetsched.tail.regressors import REGRESSORS, ModelRepository
 from hetsched.tail.sim_cluster import parse_background
 from hetsched.tail.tables import rich_table
 
@@ -117,6 +117,12 @@ def benchmark(
         help="lo,hi: best-effort load per node, a fraction of its cores drawn uniformly per seed "
         "and node; requests do not show it ('0,0': idle cluster). Simulation only.",
     ),
+    regressor: str = typer.Option(
+        "random_forest",
+        help="P90 regressor the simulated scorers train per seed: "
+        + ", ".join(REGRESSORS.names())
+        + " (--live: the repository's).",
+    ),
     live: bool = typer.Option(
         False,
         "--live",
@@ -142,6 +148,8 @@ def benchmark(
     seeds = draw_seeds(master, runs)
     console.print(f"master seed {master} ({runs} runs; `--seed {master}` reproduces them)")
     lo, hi = parse_background(background)
+    if regressor not in REGRESSORS.names():
+        raise HetschedError(f"--regressor must be one of {REGRESSORS.names()}, got {regressor!r}")
     settings: dict[str, Any] = {
         "pods_n": pods,
         "queries": queries,
@@ -154,7 +162,9 @@ def benchmark(
         report, title = _live(repo, live_nodes, live_models, seeds, settings)
     else:
         rows = load_measured(measured or PACKAGED_MEASURED)
-        report = run_benchmark(rows, seeds, background=(lo, hi), **settings)
+        report = run_benchmark(
+            rows, seeds, background=(lo, hi), regressor_name=regressor, **settings
+        )
         title = f"background load per node ~ U[{lo:g}, {hi:g}] of its cores"
     report["master_seed"] = master
     out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,11 @@ folder an operator (or anyone who can write there) fills, so the repository stor
     float32, ``x <= threshold`` goes left) and averages them as the forest does;
   - MLP (sklearn pipeline of ``StandardScaler`` and ``MLPRegressor``): the scaler's mean and
     scale, each layer's weights and biases and the hidden activation;
-  - XGBoost: the booster in XGBoost's own JSON model format, read back by XGBoost's JSON loader.
+  - XGBoost: the booster in XGBoost's own JSON model format, read back by XGBoost's JSON loader;
+  - Gaussian process (sklearn pipeline of ``StandardScaler`` and ``GaussianProcessRegressor``
+    with a constant x RBF + white-noise kernel): the scaler, the standardised training inputs,
+    the dual coefficients, the kernel's constant and length scales, and the target's mean and
+    scale (``normalize_y``); the white noise adds nothing away from the training inputs.
 
 Each predictor answers ``predict(X)`` exactly as the estimator it was exported from (tested).
 """
@@ -238,18 +242,107 @@ class XGBoostModel:
         return cls(p)
 
 
-KINDS: dict[str, Any] = {k.kind: k for k in (TreeEnsemble, DenseNetwork, XGBoostModel)}
+class GaussianProcess:
+    """A Gaussian process's posterior mean: standardise, then an RBF kernel against the stored
+    training inputs, weighted by the dual coefficients, scaled back to the target."""
+
+    kind = "gaussian_process"
+
+    def __init__(
+        self,
+        mean: np.ndarray,
+        scale: np.ndarray,
+        train_x: np.ndarray,
+        dual_coef: np.ndarray,
+        constant: float,
+        length_scale: np.ndarray,
+        y_mean: float,
+        y_scale: float,
+    ) -> None:
+        width = len(mean)
+        if (
+            scale.shape != (width,)
+            or train_x.ndim != 2
+            or train_x.shape[1] != width
+            or dual_coef.shape != (train_x.shape[0],)
+            or length_scale.shape not in ((width,), (1,))
+            or not np.all(length_scale > 0)
+        ):
+            raise DataError("Gaussian process arrays do not fit together")
+        self.mean, self.scale, self.train_x, self.dual_coef = mean, scale, train_x, dual_coef
+        self.constant, self.length_scale = constant, length_scale
+        self.y_mean, self.y_scale = y_mean, y_scale
+
+    @classmethod
+    def from_sklearn(cls, pipeline: Any) -> GaussianProcess:
+        scaler, gp = pipeline.steps[0][1], pipeline.steps[-1][1]
+        kernel = gp.kernel_
+        names = [type(k).__name__ for k in (kernel, kernel.k1, kernel.k1.k1, kernel.k1.k2)]
+        if names != ["Sum", "Product", "ConstantKernel", "RBF"] or (
+            type(kernel.k2).__name__ != "WhiteKernel"
+        ):
+            raise DataError(f"no portable form for a Gaussian process with kernel {kernel}")
+        return cls(
+            np.asarray(scaler.mean_),
+            np.asarray(scaler.scale_),
+            np.asarray(gp.X_train_),
+            np.asarray(gp.alpha_).ravel(),
+            float(kernel.k1.k1.constant_value),
+            np.atleast_1d(np.asarray(kernel.k1.k2.length_scale, dtype=np.float64)),
+            float(np.ravel(gp._y_train_mean)[0]),
+            float(np.ravel(gp._y_train_std)[0]),
+        )
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        h = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        d = (h[:, None, :] - self.train_x[None, :, :]) / self.length_scale
+        k = self.constant * np.exp(-0.5 * np.sum(d * d, axis=2))
+        return (k @ self.dual_coef) * self.y_scale + self.y_mean
+
+    def params(self) -> dict:
+        return {
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "train_x": self.train_x.tolist(),
+            "dual_coef": self.dual_coef.tolist(),
+            "constant": self.constant,
+            "length_scale": self.length_scale.tolist(),
+            "y_mean": self.y_mean,
+            "y_scale": self.y_scale,
+        }
+
+    @classmethod
+    def from_params(cls, p: dict) -> GaussianProcess:
+        return cls(
+            np.asarray(p["mean"], dtype=np.float64),
+            np.asarray(p["scale"], dtype=np.float64),
+            np.asarray(p["train_x"], dtype=np.float64),
+            np.asarray(p["dual_coef"], dtype=np.float64),
+            float(p["constant"]),
+            np.asarray(p["length_scale"], dtype=np.float64),
+            float(p["y_mean"]),
+            float(p["y_scale"]),
+        )
 
 
-def portable(estimator: Any) -> TreeEnsemble | DenseNetwork | XGBoostModel:
+PortableModel = TreeEnsemble | DenseNetwork | XGBoostModel | GaussianProcess
+KINDS: dict[str, Any] = {
+    k.kind: k for k in (TreeEnsemble, DenseNetwork, XGBoostModel, GaussianProcess)
+}
+
+
+def portable(estimator: Any) -> PortableModel:
     """The JSON-expressible form of a fitted estimator from :data:`REGRESSORS`."""
-    if isinstance(estimator, (TreeEnsemble, DenseNetwork, XGBoostModel)):
+    if isinstance(estimator, (TreeEnsemble, DenseNetwork, XGBoostModel, GaussianProcess)):
         return estimator
     kind = type(estimator).__name__
     if kind == "RandomForestRegressor":
         return TreeEnsemble.from_sklearn(estimator)
-    if kind == "Pipeline" and type(estimator.steps[-1][1]).__name__ == "MLPRegressor":
+    last = type(estimator.steps[-1][1]).__name__ if kind == "Pipeline" else ""
+    if last == "MLPRegressor":
         return DenseNetwork.from_sklearn(estimator)
+    if last == "GaussianProcessRegressor":
+        return GaussianProcess.from_sklearn(estimator)
     if kind == "XGBRegressor":
         return XGBoostModel.from_sklearn(estimator)
     raise DataError(f"no portable form for a {kind}")
@@ -266,7 +359,7 @@ def to_document(estimator: Any) -> dict:
     }
 
 
-def from_document(document: Any, origin: str) -> TreeEnsemble | DenseNetwork | XGBoostModel:
+def from_document(document: Any, origin: str) -> PortableModel:
     """The predictor a model file describes; anything malformed is a :class:`DataError`."""
     if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
         raise DataError(f"not a {FORMAT_NAME} model file", path=origin)
