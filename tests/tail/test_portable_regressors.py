@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from hetsched.core.errors import DataError
-from hetsched.tail.portable_regressors import from_document, portable, to_document
+from hetsched.tail import portable_regressors
+from hetsched.tail.portable_regressors import (
+    GP_MAX_TRAINING_POINTS,
+    from_document,
+    portable,
+    to_document,
+)
 from hetsched.tail.regressors import (
     REGRESSORS,
     FittedRegressor,
@@ -129,3 +135,23 @@ def test_a_gaussian_process_file_whose_arrays_do_not_fit_is_refused(rows):
             from_document(broken, "mem")
     with pytest.raises(DataError, match="malformed gaussian_process parameters"):
         from_document({**document, "params": {"mean": [0.0]}}, "mem")
+    with pytest.raises(DataError, match="must be finite numbers"):
+        from_document({**document, "params": {**document["params"], "y_mean": float("nan")}}, "m")
+    huge = {
+        **document["params"],
+        "train_x": [[0.0] * 5] * (GP_MAX_TRAINING_POINTS + 1),
+        "dual_coef": [0.0] * (GP_MAX_TRAINING_POINTS + 1),
+    }
+    with pytest.raises(DataError, match="training inputs"):
+        from_document({**document, "params": huge}, "mem")
+
+
+def test_a_gaussian_process_predicts_many_rows_in_slices_as_in_one(rows, monkeypatch):
+    estimator = REGRESSORS.create("gaussian_process", seed=0)
+    fit_quietly(estimator, feature_matrix(rows), log_target(rows))
+    model = portable(estimator)
+    x = feature_matrix(rows)
+    whole = model.predict(x)
+    monkeypatch.setattr(portable_regressors, "GP_SLICE_ELEMENTS", model.train_x.size * 7)
+    np.testing.assert_allclose(model.predict(x), whole, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(whole, estimator.predict(x), rtol=1e-6, atol=1e-9)

@@ -242,6 +242,11 @@ class XGBoostModel:
         return cls(p)
 
 
+# A model file is read from a folder an operator fills; bound what one can make a prediction cost.
+GP_MAX_TRAINING_POINTS = 20_000
+GP_SLICE_ELEMENTS = 4_000_000
+
+
 class GaussianProcess:
     """A Gaussian process's posterior mean: standardise, then an RBF kernel against the stored
     training inputs, weighted by the dual coefficients, scaled back to the target."""
@@ -267,8 +272,17 @@ class GaussianProcess:
             or dual_coef.shape != (train_x.shape[0],)
             or length_scale.shape not in ((width,), (1,))
             or not np.all(length_scale > 0)
+            or not np.all(scale > 0)
         ):
             raise DataError("Gaussian process arrays do not fit together")
+        if len(train_x) > GP_MAX_TRAINING_POINTS:
+            raise DataError(
+                f"Gaussian process with {len(train_x)} training inputs (at most "
+                f"{GP_MAX_TRAINING_POINTS}: each prediction costs one kernel row per input)"
+            )
+        numbers = (mean, scale, train_x, dual_coef, length_scale, [constant, y_mean, y_scale])
+        if not all(np.all(np.isfinite(v)) for v in numbers):
+            raise DataError("Gaussian process parameters must be finite numbers")
         self.mean, self.scale, self.train_x, self.dual_coef = mean, scale, train_x, dual_coef
         self.constant, self.length_scale = constant, length_scale
         self.y_mean, self.y_scale = y_mean, y_scale
@@ -295,9 +309,14 @@ class GaussianProcess:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         h = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
-        d = (h[:, None, :] - self.train_x[None, :, :]) / self.length_scale
-        k = self.constant * np.exp(-0.5 * np.sum(d * d, axis=2))
-        return (k @ self.dual_coef) * self.y_scale + self.y_mean
+        out = np.empty(len(h))
+        # Queries in slices, so the distance tensor stays near GP_SLICE_ELEMENTS floats.
+        step = max(1, GP_SLICE_ELEMENTS // max(self.train_x.size, 1))
+        for first in range(0, len(h), step):
+            d = (h[first : first + step, None, :] - self.train_x[None, :, :]) / self.length_scale
+            k = self.constant * np.exp(-0.5 * np.sum(d * d, axis=2))
+            out[first : first + step] = k @ self.dual_coef
+        return out * self.y_scale + self.y_mean
 
     def params(self) -> dict:
         return {
