@@ -187,10 +187,8 @@ def train_router_command(
         return
     if method != "learned":
         raise ConfigError(f"--method: expected learned or ppo, got {method!r}")
-    if scenario_name is not None or reward is not None or accuracy_table is not None:
-        raise ConfigError(
-            "--scenario, --reward and --accuracy-table apply to --method ppo (learned: --scenarios)"
-        )
+    if scenario_name is not None or reward is not None:
+        raise ConfigError("--scenario and --reward apply to --method ppo (learned: --scenarios)")
     updates = {
         "scenarios": None if scenarios is None else names(scenarios),
         "advisors": None if advisors is None else names(advisors),
@@ -212,6 +210,7 @@ def train_router_command(
         "dagger_rounds": dagger_rounds,
         "seed": seed,
         "exact_width": exact_width,
+        "accuracy_table": accuracy_table,
     }
     if rollout_horizon is not None and rollout_horizon < 0:
         raise ConfigError(

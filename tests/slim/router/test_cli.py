@@ -2,9 +2,13 @@
 
 import json
 
+import torch
 from typer.testing import CliRunner
 
 from hetsched.cli import typer_app
+from hetsched.core.errors import DataError
+from hetsched.slim.model.accuracy import AccuracyTable
+from hetsched.slim.model.slimresnet import SlimResNet
 from hetsched.slim.router_training.scenario_mix import training_mix
 from hetsched.slim.routers import ROUTERS
 
@@ -146,6 +150,29 @@ def test_train_router_follows_the_scenarios_width_mode_unless_told(tmp_path):
     mix = training_mix(["bursty-3x"], 100, exact_width=False)
     assert not mix.scenarios["bursty-3x"].executor.exact_width
     assert training_mix(["bursty-3x"], 100).scenarios["bursty-3x"].executor.exact_width
+
+
+def test_train_router_learns_on_the_served_models_measured_accuracy_table(tmp_path):
+    """Live, a router routes the model it serves: --accuracy-table replaces every training
+    scenario's table (issue 19, item 6: routers trained on the paper's table lose live)."""
+    torch.manual_seed(0)
+    images, labels = torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))
+    table = AccuracyTable.measure(SlimResNet(num_classes=10).eval(), images, labels, batch_size=4)
+    path = tmp_path / "accuracy_table.json"
+    table.to_json(path)
+    mix = training_mix(["bursty-3x", "lan-3x"], 60, accuracy_table=str(path))
+    assert {s.accuracy_table for s in mix.scenarios.values()} == {str(path)}
+    assert training_mix(["bursty-3x"], 60).scenarios["bursty-3x"].accuracy_table == "paper"
+    common = ("train-router", "--scenarios", "bursty-3x", "--advisors", "jsq-0.25,jsq-0.5",
+              "--images", "60", "--demo-episodes", "1", "--dagger-rounds", "0")  # fmt: skip
+    invoke(*common, "--accuracy-table", str(path), "--out", str(tmp_path / "r"))
+    saved = ROUTERS.create("learned", checkpoint=tmp_path / "r" / "learned.pt").metadata
+    assert saved["config"]["accuracy_table"] == str(path)
+    result = runner.invoke(
+        typer_app,
+        ["slim", *common, "--accuracy-table", str(tmp_path / "absent.json"), "--out", "/x"],
+    )
+    assert isinstance(result.exception, DataError) and "absent.json" in str(result.exception)
 
 
 def test_train_router_options_of_the_other_method_and_bad_names_are_refused():

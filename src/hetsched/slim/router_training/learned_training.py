@@ -88,6 +88,10 @@ class LearnedRouterConfig(StrictModel, use_attribute_docstrings=True):
     exact_width: bool | None = None
     """Run every training and validation episode with exact widths (True) or the paper's
     FINDFREEBESTFIT (False); None: as each scenario's file says."""
+    accuracy_table: str | None = None
+    """``paper`` or the path of a measured accuracy table (``hetsched slim accuracy``) for every
+    training and validation episode: the model the router will serve (None: as each scenario's
+    file says)."""
     advisors: tuple[str, ...] = DEFAULT_ADVISORS
     """Rules seen as features."""
     action: Literal["placement", "advice"] = "advice"
@@ -243,7 +247,13 @@ def train_learned_router(
         DataError: ``resume`` without a state file, or a state from other settings.
     """
     console = console or Console()
-    mix = training_mix(config.scenarios, config.images, config.randomize, config.exact_width)
+    mix = training_mix(
+        config.scenarios,
+        config.images,
+        config.randomize,
+        config.exact_width,
+        config.accuracy_table,
+    )
     encoder = mix_encoder(mix, config.advisors, config.action)
     if config.teacher not in ("best", "per-episode", "rollout"):
         parse_router_spec(config.teacher)  # an unknown name or bad setting fails here

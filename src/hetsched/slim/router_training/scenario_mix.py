@@ -28,7 +28,12 @@ from hetsched.slim.cluster.slim_cluster import SlimCluster
 from hetsched.slim.routers.slo_features import AdviceEncoder, SloEncoder
 from hetsched.slim.routers.specs import parse_router_spec
 from hetsched.slim.sim.runtime_changes import RuntimeChange
-from hetsched.slim.sim.scenario import ScenarioConfig, build_cluster, with_exact_width
+from hetsched.slim.sim.scenario import (
+    ScenarioConfig,
+    build_cluster,
+    with_exact_width,
+    with_overrides,
+)
 from hetsched.slim.sim.scenario_catalog import load_scenario, scenario_names
 
 ETHERNET_LINKS = ("ethernet-1g", "ethernet-10g")
@@ -118,16 +123,26 @@ class ScenarioMix:
 
 
 def training_mix(
-    names: Sequence[str], images: int, randomize: bool = True, exact_width: bool | None = None
+    names: Sequence[str],
+    images: int,
+    randomize: bool = True,
+    exact_width: bool | None = None,
+    accuracy_table: str | None = None,
 ) -> ScenarioMix:
     """The mix of the named scenarios (none named: every shipped one not held out), each run
-    with exact widths or by FINDFREEBESTFIT as ``exact_width`` says (None: as its file says).
+    with exact widths or by FINDFREEBESTFIT as ``exact_width`` says, and with the accuracy table
+    ``accuracy_table`` (None for either: as its file says).
 
     Raises:
-        HetschedError: For an unknown or held-out scenario.
+        HetschedError: For an unknown or held-out scenario, or an unreadable accuracy table.
     """
     chosen = list(names) or training_scenario_names()
     scenarios = {name: with_exact_width(load_scenario(name), exact_width) for name in chosen}
+    if accuracy_table is not None:
+        scenarios = {
+            name: with_overrides(scenario, accuracy_table=accuracy_table)
+            for name, scenario in scenarios.items()
+        }
     return ScenarioMix(scenarios, images, randomize)
 
 
