@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from hetsched.cli import typer_app
 from hetsched.tail.dataset import load_csv
 from hetsched.tail.fake_apiserver import FakeApiServer
+from hetsched.tail.validation import BASELINE, cross_validate
 
 from .conftest import write_rows_csv
 from .kube_fixtures import make_node, make_pod, write_kubeconfig
@@ -94,6 +95,12 @@ def test_measure_dataset_train_retrain_benchmark(tmp_path, rows):
     assert all(r["splits"] == 2 for r in over)
     assert all(r["rmsle_min"] <= r["rmsle_mean"] <= r["rmsle_max"] for r in over)
     assert "repeat spread: RMSLE floor" in result.output  # the cell columns survived `dataset`
+    # Harness rows name their cells, so the regressor is the one best on cells it never saw.
+    report = json.loads((repo / "v0001" / "report.json").read_text())
+    by_cell = cross_validate(load_csv(dataset), "cell", 5, seed=0)
+    best = min((r for r in by_cell if r["regressor"] != BASELINE), key=lambda r: r["rmsle_mean"])
+    assert report["chosen_by"] == "leave-cell-out" and report["best"] == best["regressor"]
+    assert f"best {best['regressor']} (by leave-cell-out)" in " ".join(result.output.split())
     assert "trained on nodes with CPU_eff" in " ".join(result.output.split())
     node_range = json.loads((repo / "v0001" / "report.json").read_text())["node_range"]
     assert set(node_range) == {"cpu_eff", "freq_eff_ghz"}

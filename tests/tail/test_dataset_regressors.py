@@ -81,7 +81,10 @@ def test_table_iii_and_repository(tmp_path, rows):
     assert all(r["rmse_ms"] > 0 and r["test_rows"] == 60 for r in table)
     repo = ModelRepository(tmp_path / "m")
     first = train_and_save(rows, repo, seed=0)
-    second = train_and_save(rows[:160], repo, seed=1)
+    second = train_and_save(rows[:160], repo, seed=1, chosen=("xgboost", "told"))
+    assert first["chosen_by"] == "random split"
+    assert first["best"] == min(first["table_iii"], key=lambda r: r["rmsle"])["regressor"]
+    assert (second["best"], second["chosen_by"]) == ("xgboost", "told")
     assert (first["version"], second["version"]) == ("v0001", "v0002")
     _, meta = repo.load()
     assert meta["version"] == "v0002" and meta["data_fingerprint"] == data_fingerprint(rows[:160])
