@@ -14,6 +14,7 @@ import pytest
 
 from hetsched.core.errors import DataError
 from hetsched.tail.regressors import (
+    NODE_COLUMNS,
     REGRESSORS,
     FittedRegressor,
     ModelRepository,
@@ -89,3 +90,23 @@ def test_repository_keeps_the_range_and_checks_it(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="hetsched.tail.regressors"):
         assert repo.load()[0].input_range is None
     assert "no input range" in caplog.text and version in caplog.text
+
+
+def test_a_mean_reverting_regressor_clamps_the_node_inputs_only():
+    """The Gaussian process returns to its training mean away from the data, so a model beyond
+    the grid keeps its own inputs (leave-one-model-out 0.39 -> 0.22 on the dense grid); a node
+    beyond the grid is still clamped to the edge."""
+    rows = small_node_rows()
+    fitted = FittedRegressor("gaussian_process", REGRESSORS.create("gaussian_process", seed=0))
+    fitted.fit(rows)
+    biggest = max(rows, key=lambda r: r["flops"])
+    larger = _node(
+        {**biggest, "flops": 4 * biggest["flops"], "size_mb": 4 * biggest["size_mb"]}, 16.0, 4.0
+    )
+    x = feature_matrix([larger])
+    low, high = fitted.input_range
+    assert x[0, 1] > high[1]  # the model's log10 FLOPs lie beyond the grid
+    x[:, NODE_COLUMNS] = np.clip(x[:, NODE_COLUMNS], low[NODE_COLUMNS], high[NODE_COLUMNS])
+    expected = np.exp(fitted.estimator.predict(x)[0]) * larger["flops"] / 1e9 / 1e3
+    assert fitted.predict_p90_s([larger])[0] == pytest.approx(expected, rel=1e-9)
+    assert x[0, 1] > high[1] and x[0, 2] == high[2]  # model input kept, node input clamped
