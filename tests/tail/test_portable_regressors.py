@@ -152,6 +152,6 @@ def test_a_gaussian_process_predicts_many_rows_in_slices_as_in_one(rows, monkeyp
     model = portable(estimator)
     x = feature_matrix(rows)
     whole = model.predict(x)
-    monkeypatch.setattr(portable_regressors, "GP_SLICE_ELEMENTS", model.train_x.size * 7)
+    monkeypatch.setattr(portable_regressors, "GP_SLICE_ELEMENTS", len(model.train_x) * 7)
     np.testing.assert_allclose(model.predict(x), whole, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(whole, estimator.predict(x), rtol=1e-6, atol=1e-9)

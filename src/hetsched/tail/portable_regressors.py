@@ -308,13 +308,19 @@ class GaussianProcess:
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        h = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
-        out = np.empty(len(h))
-        # Queries in slices, so the distance tensor stays near GP_SLICE_ELEMENTS floats.
-        step = max(1, GP_SLICE_ELEMENTS // max(self.train_x.size, 1))
-        for first in range(0, len(h), step):
-            d = (h[first : first + step, None, :] - self.train_x[None, :, :]) / self.length_scale
-            k = self.constant * np.exp(-0.5 * np.sum(d * d, axis=2))
+        # Squared distances as |a|^2 + |b|^2 - 2 a.b over length-scaled inputs: one matrix
+        # product instead of a queries x inputs x features tensor (the extender asks hundreds
+        # of rows per request).
+        a = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale / self.length_scale
+        b = self.train_x / self.length_scale
+        b_norms = np.sum(b * b, axis=1)
+        out = np.empty(len(a))
+        # Queries in slices, so the kernel matrix stays near GP_SLICE_ELEMENTS floats.
+        step = max(1, GP_SLICE_ELEMENTS // max(len(b), 1))
+        for first in range(0, len(a), step):
+            part = a[first : first + step]
+            squared = np.sum(part * part, axis=1)[:, None] + b_norms[None, :] - 2.0 * part @ b.T
+            k = self.constant * np.exp(-0.5 * np.maximum(squared, 0.0))
             out[first : first + step] = k @ self.dual_coef
         return out * self.y_scale + self.y_mean
 
