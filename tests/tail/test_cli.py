@@ -191,3 +191,13 @@ def test_extender_refuses_bad_options(repo_dir, tmp_path):
 def test_dataset_needs_one_source(tmp_path):
     result = invoke("dataset", "--out", str(tmp_path / "x.csv"))
     assert result.exit_code != 0 and "exactly one" in str(result.exception)
+
+
+def test_train_on_too_few_rows_stops_before_any_fitting(tmp_path):
+    rows = load_csv(Path(__file__).parents[2] / "src/hetsched/tail/data/measured-2core-dense.csv")
+    few = tmp_path / "few.csv"
+    write_rows_csv(rows[:3], few)
+    result = invoke("train", "--data", str(few), "--repo", str(tmp_path / "m"))
+    assert result.exit_code != 0
+    assert "need at least 8 rows to train and test, got 3" in str(result.exception)
+    assert "Leave-cell-out" not in result.output  # no cross-validation ran first

@@ -31,6 +31,7 @@ from hetsched.tail.harness import measure_grid, parse_node_specs
 from hetsched.tail.latency_exporter import LatencyExporter
 from hetsched.tail.regressors import (
     ModelRepository,
+    check_enough_rows,
     compare_regressors,
     summarize_splits,
     train_and_save,
@@ -168,6 +169,7 @@ def dataset(
 
 def _train(data: Path, repo: Path, seed: int, splits: int = 1) -> dict:
     rows = load_csv(data)
+    check_enough_rows(rows)
     chosen = None
     if all(k in rows[0] for k in CELL_KEYS):
         best, by_cell = best_on_unseen_cells(rows, seed=seed)

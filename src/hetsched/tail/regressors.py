@@ -218,9 +218,20 @@ def column_range(x: np.ndarray) -> np.ndarray:
     return np.array([x.min(axis=0), x.max(axis=0)])
 
 
+MIN_TRAINING_ROWS = 8
+
+
+def check_enough_rows(rows: list[dict]) -> None:
+    """Training holds rows out to test on: fewer than :data:`MIN_TRAINING_ROWS` is a
+    :class:`DataError` before any fitting starts."""
+    if len(rows) < MIN_TRAINING_ROWS:
+        raise DataError(
+            f"need at least {MIN_TRAINING_ROWS} rows to train and test, got {len(rows)}"
+        )
+
+
 def _split(rows: list[dict], seed: int, test_fraction: float):
-    if len(rows) < 8:
-        raise DataError(f"need at least 8 rows to train and test, got {len(rows)}")
+    check_enough_rows(rows)
     order = np.random.default_rng(seed).permutation(len(rows))
     n_test = max(2, int(len(rows) * test_fraction))
     return [rows[i] for i in order[n_test:]], [rows[i] for i in order[:n_test]]
